@@ -1,0 +1,55 @@
+# pycgpu: see README.md. Every target installs what it needs first.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PY := .venv/bin/python
+VM := tools/vm.sh run
+PYTEST_VM := $(PY) -m pytest -p no:cacheprovider -ra
+
+.PHONY: help demo test test-host test-vm lint checkpatch bench kernel vm-shell vm-run \
+	patches setup venv clean
+
+help: ## this list
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
+
+setup: ## install Debian packages (root) and the Python venv
+	tools/setup-host.sh
+
+venv: ## only the Python venv (no root needed)
+	tools/setup-host.sh venv
+
+kernel: setup ## build the patched kernel and the out-of-tree modules (incremental)
+	tools/kernel.sh all
+
+demo: kernel ## build, boot the VM and show the controller at work
+	$(VM) "$(PY) tools/demo.py"
+
+test: lint test-host test-vm ## every test tier
+
+test-host: venv ## host tier: pytest, no root, no VM
+	$(PY) -m pytest tests/host
+
+test-vm: kernel ## VM tier: pytest as root inside the VM on the patched kernel
+	$(VM) "$(PYTEST_VM) tests/vm"
+
+lint: venv ## ruff on the Python code
+	.venv/bin/ruff check pycgpu tests tools bench
+
+checkpatch: setup ## scripts/checkpatch.pl --strict on the series
+	tools/kernel.sh checkpatch
+
+bench: kernel ## every benchmark; results in bench/results/
+	$(VM) "$(PY) bench/run.py"
+
+vm-shell: kernel ## an interactive root shell in the VM
+	tools/vm.sh shell
+
+vm-run: kernel ## one command as root in the VM: make vm-run CMD='cat /proc/cgroups'
+	@test -n "$(CMD)" || { echo "usage: make vm-run CMD='...'" >&2; exit 2; }
+	$(VM) "$(CMD)"
+
+patches: setup ## export the series as git format-patch files into out/patches/
+	tools/kernel.sh export out/patches
+
+clean: ## remove the venv and out/ (the kernel cache stays: tools/kernel.sh)
+	rm -rf .venv out

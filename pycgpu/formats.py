@@ -1,0 +1,175 @@
+"""Parsers and formatters for the gpu controller's cgroup files.
+
+One function pair per file format of Documentation/admin-guide/cgroup-v2.rst
+("Interface Files"), shared by the library, the CLI and the tests:
+
+- single value, ``-5``: gpu.priority, gpu.priority.effective
+- weight (io.weight style), ``default 100`` then ``226:128 300``: gpu.weight
+- flat keyed, ``226:128 1048576`` or ``226:128 max``: gpu.memory.max, .current, .peak
+- nested keyed, ``226:128 usage_usec=10 wait_usec=2``: gpu.stat, gpu.memory.events[.local]
+
+Every parse error is a :class:`FormatError` that names the offending text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+WEIGHT_MIN, WEIGHT_DEFAULT, WEIGHT_MAX = 1, 100, 10000
+PRIORITY_MIN, PRIORITY_DEFAULT, PRIORITY_MAX = -1023, 0, 1023
+MAX = "max"
+DEFAULT = "default"
+
+
+class FormatError(ValueError):
+    """Text that does not follow a cgroup file format, or a value out of range."""
+
+
+@dataclass(frozen=True, order=True)
+class DevT:
+    """A device number, written ``MAJ:MIN`` in cgroup files."""
+
+    major: int
+    minor: int
+
+    def __str__(self) -> str:
+        return f"{self.major}:{self.minor}"
+
+    @classmethod
+    def parse(cls, text: str) -> DevT:
+        m = re.fullmatch(r"(\d+):(\d+)", text.strip())
+        if not m:
+            raise FormatError(f"{text!r} is not a device number (MAJ:MIN, e.g. 226:128)")
+        return cls(int(m.group(1)), int(m.group(2)))
+
+
+def _int(text: str, what: str) -> int:
+    try:
+        return int(text, 10)
+    except ValueError:
+        raise FormatError(f"{what}: {text!r} is not an integer") from None
+
+
+def _lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip()]
+
+
+# single value ---------------------------------------------------------------
+
+
+def parse_int(text: str, what: str = "value") -> int:
+    return _int(text.strip(), what)
+
+
+def check_priority(value: int) -> int:
+    if not PRIORITY_MIN <= value <= PRIORITY_MAX:
+        raise FormatError(
+            f"priority {value} is out of range [{PRIORITY_MIN}, {PRIORITY_MAX}]"
+        )
+    return value
+
+
+def check_weight(value: int) -> int:
+    if not WEIGHT_MIN <= value <= WEIGHT_MAX:
+        raise FormatError(f"weight {value} is out of range [{WEIGHT_MIN}, {WEIGHT_MAX}]")
+    return value
+
+
+# weight ---------------------------------------------------------------------
+
+
+@dataclass
+class Weights:
+    """gpu.weight: the default and the per-device overrides."""
+
+    default: int = WEIGHT_DEFAULT
+    devices: dict[DevT, int] = field(default_factory=dict)
+
+    def for_device(self, dev: DevT) -> int:
+        return self.devices.get(dev, self.default)
+
+
+def parse_weight(text: str) -> Weights:
+    lines = _lines(text)
+    if not lines:
+        raise FormatError("gpu.weight is empty")
+    first = lines[0].split()
+    if len(first) != 2 or first[0] != DEFAULT:
+        raise FormatError(f"gpu.weight must start with 'default W', not {lines[0]!r}")
+    weights = Weights(default=_int(first[1], "default weight"))
+    for line in lines[1:]:
+        words = line.split()
+        if len(words) != 2:
+            raise FormatError(f"gpu.weight line {line!r} is not 'MAJ:MIN W'")
+        weights.devices[DevT.parse(words[0])] = _int(words[1], f"weight of {words[0]}")
+    return weights
+
+
+def format_weight_write(weight: int | None, dev: DevT | None = None) -> str:
+    """One write to gpu.weight: the default (dev None) or a device's override;
+    weight None resets a device's override to the default."""
+    if dev is None:
+        if weight is None:
+            raise FormatError("the default weight needs a value")
+        return f"{DEFAULT} {check_weight(weight)}"
+    return f"{dev} {DEFAULT if weight is None else check_weight(weight)}"
+
+
+def format_weight(weights: Weights) -> str:
+    lines = [f"{DEFAULT} {weights.default}"]
+    lines += [f"{dev} {w}" for dev, w in sorted(weights.devices.items())]
+    return "\n".join(lines) + "\n"
+
+
+# flat keyed -----------------------------------------------------------------
+
+_SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_size(text: str) -> int | None:
+    """``4096``, ``512K``, ``2G`` or ``max`` (None: no limit)."""
+    t = text.strip()
+    if t == MAX:
+        return None
+    m = re.fullmatch(r"(\d+)([KMGT]?)", t, flags=re.IGNORECASE)
+    if not m:
+        raise FormatError(
+            f"{text!r} is not a size (bytes, with an optional K/M/G/T suffix, or max)"
+        )
+    return int(m.group(1)) * _SUFFIX[m.group(2).upper()]
+
+
+def format_size(value: int | None) -> str:
+    return MAX if value is None else str(value)
+
+
+def parse_flat_keyed(text: str) -> dict[DevT, int | None]:
+    out: dict[DevT, int | None] = {}
+    for line in _lines(text):
+        words = line.split()
+        if len(words) != 2:
+            raise FormatError(f"line {line!r} is not 'MAJ:MIN VALUE'")
+        out[DevT.parse(words[0])] = None if words[1] == MAX else _int(words[1], words[0])
+    return out
+
+
+def format_flat_keyed_write(dev: DevT, value: int | None) -> str:
+    return f"{dev} {format_size(value)}"
+
+
+# nested keyed ---------------------------------------------------------------
+
+
+def parse_nested_keyed(text: str) -> dict[DevT, dict[str, int]]:
+    out: dict[DevT, dict[str, int]] = {}
+    for line in _lines(text):
+        words = line.split()
+        keys: dict[str, int] = {}
+        for word in words[1:]:
+            key, sep, value = word.partition("=")
+            if not sep or not key:
+                raise FormatError(f"{word!r} in line {line!r} is not KEY=VALUE")
+            keys[key] = _int(value, key)
+        out[DevT.parse(words[0])] = keys
+    return out

@@ -1,0 +1,113 @@
+"""The cgroup file formats of pycgpu.formats."""
+
+import pytest
+
+from pycgpu import formats as f
+from pycgpu.formats import DevT, FormatError
+
+DEV = DevT(226, 128)
+
+
+def test_devt_parse_and_str():
+    assert DevT.parse("226:128") == DEV
+    assert str(DEV) == "226:128"
+    assert DevT.parse(" 1:2 ") == DevT(1, 2)
+
+
+@pytest.mark.parametrize("bad", ["", "226", "226:", ":128", "a:b", "226:128:1", "-1:2"])
+def test_devt_parse_rejects(bad):
+    with pytest.raises(FormatError, match="device number"):
+        DevT.parse(bad)
+
+
+def test_parse_weight_default_only():
+    w = f.parse_weight("default 100\n")
+    assert w.default == 100 and w.devices == {}
+    assert w.for_device(DEV) == 100
+
+
+def test_parse_weight_overrides_roundtrip():
+    text = "default 50\n226:128 300\n226:129 7\n"
+    w = f.parse_weight(text)
+    assert w.default == 50
+    assert w.devices == {DEV: 300, DevT(226, 129): 7}
+    assert w.for_device(DEV) == 300
+    assert w.for_device(DevT(226, 130)) == 50
+    assert f.format_weight(w) == text
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["", "100\n", "default\n", "default x\n", "226:128 5\n", "default 1\n226:128\n",
+     "default 1\n226:128 x\n", "default 1\nfoo 3\n"],
+)
+def test_parse_weight_rejects(bad):
+    with pytest.raises(FormatError):
+        f.parse_weight(bad)
+
+
+def test_format_weight_write():
+    assert f.format_weight_write(300) == "default 300"
+    assert f.format_weight_write(300, DEV) == "226:128 300"
+    assert f.format_weight_write(None, DEV) == "226:128 default"
+    with pytest.raises(FormatError, match="out of range"):
+        f.format_weight_write(0)
+    with pytest.raises(FormatError, match="out of range"):
+        f.format_weight_write(10001, DEV)
+    with pytest.raises(FormatError):
+        f.format_weight_write(None)
+
+
+@pytest.mark.parametrize("value", [-1023, 0, 1023])
+def test_check_priority_accepts(value):
+    assert f.check_priority(value) == value
+
+
+@pytest.mark.parametrize("value", [-1024, 1024])
+def test_check_priority_rejects(value):
+    with pytest.raises(FormatError, match="out of range"):
+        f.check_priority(value)
+
+
+def test_parse_int():
+    assert f.parse_int("-5\n") == -5
+    with pytest.raises(FormatError, match=r"gpu\.priority"):
+        f.parse_int("x", "gpu.priority")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("4096", 4096), ("1K", 1024), ("512M", 512 << 20), ("2G", 2 << 30), ("2g", 2 << 30),
+     ("1T", 1 << 40), ("max", None), (" 7 ", 7)],
+)
+def test_parse_size(text, value):
+    assert f.parse_size(text) == value
+
+
+@pytest.mark.parametrize("bad", ["", "-1", "1.5G", "12Q", "MAX", "1 G", "0x10"])
+def test_parse_size_rejects(bad):
+    with pytest.raises(FormatError, match="not a size"):
+        f.parse_size(bad)
+
+
+def test_flat_keyed():
+    text = "226:128 4096\n226:129 max\n"
+    assert f.parse_flat_keyed(text) == {DEV: 4096, DevT(226, 129): None}
+    assert f.format_flat_keyed_write(DEV, None) == "226:128 max"
+    assert f.format_flat_keyed_write(DEV, 10) == "226:128 10"
+    with pytest.raises(FormatError):
+        f.parse_flat_keyed("226:128\n")
+    with pytest.raises(FormatError):
+        f.parse_flat_keyed("226:128 lots\n")
+
+
+def test_nested_keyed():
+    text = "226:128 usage_usec=10 wait_usec=2\n226:129 max=0\n"
+    assert f.parse_nested_keyed(text) == {
+        DEV: {"usage_usec": 10, "wait_usec": 2},
+        DevT(226, 129): {"max": 0},
+    }
+    with pytest.raises(FormatError, match="KEY=VALUE"):
+        f.parse_nested_keyed("226:128 usage_usec\n")
+    with pytest.raises(FormatError):
+        f.parse_nested_keyed("226:128 usage_usec=x\n")

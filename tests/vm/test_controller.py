@@ -1,0 +1,178 @@
+"""The gpu controller's presence, enabling, and the rules of gpu.weight and
+gpu.priority (../shared/DESIGN.md section 2), on the real kernel."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from pycgpu.cgroup import Cgroup
+from pycgpu.formats import DevT
+
+
+def raw_write(cg: Cgroup, name: str, value: str) -> int:
+    """Write like `echo -n VALUE > FILE`; 0 or the errno of the refusal."""
+    try:
+        fd = os.open(cg.path / name, os.O_WRONLY)
+    except OSError as e:
+        return e.errno or -1
+    try:
+        os.write(fd, value.encode())
+    except OSError as e:
+        return e.errno or -1
+    finally:
+        os.close(fd)
+    return 0
+
+
+def test_listed_in_root_controllers(mount):
+    assert "gpu" in Cgroup(mount).controllers()
+
+
+def test_listed_in_proc_cgroups():
+    text = Path("/proc/cgroups").read_text()
+    names = [line.split()[0] for line in text.splitlines() if not line.startswith("#")]
+    assert "gpu" in names
+
+
+def test_no_interface_files_on_root(mount):
+    assert not list(mount.glob("gpu.*"))
+
+
+def test_files_appear_when_enabled_and_go_when_disabled(mount):
+    root = Cgroup(mount)
+    parent = root.child("pycgpu-enable-test")
+    parent.path.mkdir()
+    try:
+        root.enable_controller()
+        child = parent.child("c")
+        child.path.mkdir()
+        assert not (child.path / "gpu.weight").exists()
+        parent.write("cgroup.subtree_control", "+gpu")
+        assert {p.name for p in child.path.glob("gpu.*")} >= {
+            "gpu.weight", "gpu.priority", "gpu.priority.effective"
+        }
+        parent.write("cgroup.subtree_control", "-gpu")
+        assert not (child.path / "gpu.weight").exists()
+        child.remove()
+    finally:
+        parent.remove(recursive=True)
+
+
+def test_defaults(cgroup):
+    assert cgroup.read("gpu.weight") == "default 100\n"
+    assert cgroup.read("gpu.priority") == "0\n"
+    assert cgroup.read("gpu.priority.effective") == "0\n"
+
+
+# gpu.weight ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("write", "default"),
+    [("300", 300), ("1", 1), ("10000", 10000), ("default 50", 50),
+     ("  default   7  \n", 7), ("42\n", 42), ("+9", 9)],
+)
+def test_weight_default_accepted(cgroup, write, default):
+    assert raw_write(cgroup, "gpu.weight", write) == 0
+    assert cgroup.read("gpu.weight") == f"default {default}\n"
+
+
+def test_weight_device_override_and_reset(cgroup, vgem):
+    assert raw_write(cgroup, "gpu.weight", f"{vgem} 500") == 0
+    assert cgroup.read("gpu.weight") == f"default 100\n{vgem} 500\n"
+    assert cgroup.weights().for_device(vgem) == 500
+    assert raw_write(cgroup, "gpu.weight", "250") == 0
+    assert cgroup.read("gpu.weight") == f"default 250\n{vgem} 500\n"
+    assert raw_write(cgroup, "gpu.weight", f"{vgem} default") == 0
+    assert cgroup.read("gpu.weight") == "default 250\n"
+    # resetting an override that does not exist is fine too
+    assert raw_write(cgroup, "gpu.weight", f"{vgem} default") == 0
+    assert cgroup.read("gpu.weight") == "default 250\n"
+
+
+def test_weight_library_calls(cgroup, vgem):
+    cgroup.set_weight(30)
+    cgroup.set_weight(70, vgem)
+    w = cgroup.weights()
+    assert (w.default, w.devices) == (30, {vgem: 70})
+    cgroup.set_weight(None, vgem)
+    assert cgroup.weights().devices == {}
+
+
+WEIGHT_EINVAL = [
+    "", "\n", "abc", "default", "default default", "default x", "1.5", "0x10", "5 6 7",
+    "226:128", "226:128 abc", "226:128 5 6", "1:2:3 5", "226: 5", ":128 5", "x:y 5",
+    "4000000000:1 5", "7:7 500", "226:9999 500", "weight 5",
+]
+WEIGHT_ERANGE = ["0", "10001", "-1", "99999999999999999999", "default 0", "default 10001",
+                 "{dev} 0", "{dev} 10001", "{dev} -5"]
+
+
+@pytest.mark.parametrize(
+    ("write", "err"),
+    [(w, errno.EINVAL) for w in WEIGHT_EINVAL] + [(w, errno.ERANGE) for w in WEIGHT_ERANGE],
+)
+def test_weight_rejected_and_unchanged(cgroup, vgem, write, err):
+    assert raw_write(cgroup, "gpu.weight", f"{vgem} 77") == 0
+    assert raw_write(cgroup, "gpu.weight", "33") == 0
+    before = cgroup.read("gpu.weight")
+    assert raw_write(cgroup, "gpu.weight", write.format(dev=vgem)) == err
+    assert cgroup.read("gpu.weight") == before
+
+
+# gpu.priority ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("write", "value"), [("-1023", -1023), ("1023", 1023), ("0", 0), ("5\n", 5), (" -7 ", -7),
+                         ("+12", 12)]
+)
+def test_priority_accepted(cgroup, write, value):
+    assert raw_write(cgroup, "gpu.priority", write) == 0
+    assert cgroup.priority() == value
+
+
+PRIO_EINVAL = ["", "abc", "1 2", "1.5", "default", "max", "0x10", "--1", "226:128 5"]
+PRIO_ERANGE = ["1024", "-1024", "99999999999", "-99999999999"]
+
+
+@pytest.mark.parametrize(
+    ("write", "err"),
+    [(w, errno.EINVAL) for w in PRIO_EINVAL] + [(w, errno.ERANGE) for w in PRIO_ERANGE],
+)
+def test_priority_rejected_and_unchanged(cgroup, write, err):
+    assert raw_write(cgroup, "gpu.priority", "-9") == 0
+    assert raw_write(cgroup, "gpu.priority", write) == err
+    assert cgroup.read("gpu.priority") == "-9\n"
+
+
+def test_priority_effective_is_clamped_by_ancestors(cgroup):
+    child = cgroup.child("a")
+    grandchild = child.child("b")
+    grandchild.create()
+    cgroup.set_priority(100)
+    child.set_priority(500)  # may ask for more than its parent, but does not get it
+    grandchild.set_priority(-20)
+    assert (child.priority(), child.priority_effective()) == (500, 100)
+    assert grandchild.priority_effective() == -20
+    grandchild.set_priority(1000)
+    assert grandchild.priority_effective() == 100
+    cgroup.set_priority(-300)
+    assert child.priority_effective() == -300
+    assert grandchild.priority_effective() == -300
+    # the root imposes no clamp
+    cgroup.set_priority(1023)
+    assert child.priority_effective() == 500
+
+
+def test_priority_effective_is_read_only(cgroup):
+    assert raw_write(cgroup, "gpu.priority.effective", "5") == errno.EACCES
+
+
+def test_render_node_is_the_device_key(vgem):
+    assert vgem.major == 226 and vgem.minor >= 128
+    assert isinstance(vgem, DevT)

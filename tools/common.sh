@@ -1,0 +1,41 @@
+# Shared settings and helpers for the tools/ scripts; sourced, not run.
+# shellcheck shell=bash
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+CACHE=${PYCGPU_CACHE:-$HOME/.cache/pycgpu}
+SRC=$CACHE/linux          # kernel source, a git repository (tag pycgpu-base)
+OUT=$CACHE/build          # kernel build tree (make O=)
+EXT=$CACHE/ext            # out-of-tree module build (top-level Kbuild)
+SERIES_DIR=$ROOT/kernel/drivers-gpu-cgroup
+KTARBALL=${PYCGPU_KERNEL_TARBALL:-/usr/src/linux-source-6.12.tar.xz}
+KPACKAGE=linux-source-6.12
+VENV=$ROOT/.venv
+JOBS=${JOBS:-$(nproc)}
+
+say() { printf '[%s] %s\n' "${0##*/}" "$*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+# Runs "$@" with its output in LOG; prints a progress line every 30 s and the
+# elapsed time at the end; on failure prints the end of the log.
+run_logged() {
+	local what=$1 log=$2
+	shift 2
+	local start=$SECONDS pid rc
+	say "$what (log: $log)"
+	"$@" >"$log" 2>&1 &
+	pid=$!
+	local next=$((start + 30))
+	while kill -0 "$pid" 2>/dev/null; do
+		sleep 1
+		if [ "$SECONDS" -ge "$next" ]; then
+			say "  ... $what: $((SECONDS - start))s, $(wc -l <"$log") lines of log"
+			next=$((next + 30))
+		fi
+	done
+	wait "$pid" && rc=0 || rc=$?
+	if [ "$rc" -ne 0 ]; then
+		tail -n 40 "$log" >&2
+		die "$what failed after $((SECONDS - start))s (exit $rc)"
+	fi
+	say "$what: done in $((SECONDS - start))s"
+}

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Boots the test kernel with virtme-ng over the host's filesystem.
+#
+#   tools/vm.sh run CMD      run CMD (a shell command line) as root in the VM,
+#                            in the repository; exits with CMD's status
+#   tools/vm.sh shell        an interactive root shell in the VM
+#   tools/vm.sh accel        print the accelerator the VM will use (kvm|tcg)
+#
+# KVM is probed once per host boot with a short timeout (nested KVM hangs at
+# kernel decompression on some hosts) and TCG is used when it fails;
+# PYCGPU_VM_ACCEL=kvm|tcg skips the probe. A run fails when the guest's
+# kernel log shows an oops, a BUG, a WARN or a lockdep report, even if CMD
+# succeeded: the log is kept in the run directory it names.
+set -euo pipefail
+. "$(dirname "$0")/common.sh"
+
+VNG=${VNG:-$VENV/bin/vng}
+[ -x "$VNG" ] || VNG=$(command -v vng) || die "virtme-ng is missing: run tools/setup-host.sh"
+[ -f "$OUT/arch/x86/boot/bzImage" ] || die "no kernel built: run tools/kernel.sh"
+MEMORY=${PYCGPU_VM_MEMORY:-4G}
+CPUS=${PYCGPU_VM_CPUS:-2}
+PROBE_TIMEOUT=${PYCGPU_KVM_PROBE_TIMEOUT:-30}
+
+vng_args() {
+	local accel=$1
+	printf '%s\n' --run "$OUT" --user root --memory "$MEMORY" --cpus "$CPUS" --cwd "$ROOT"
+	[ "$accel" = tcg ] && printf '%s\n' --disable-kvm
+	# lockdep and the i915 selftests are slow under TCG: no soft-lockup noise
+	printf '%s\n' --append "panic_on_warn=0 softlockup_panic=0 nmi_watchdog=0"
+	return 0
+}
+
+accel() {
+	local cache=$CACHE/vm-accel boot
+	if [ -n "${PYCGPU_VM_ACCEL:-}" ]; then
+		echo "$PYCGPU_VM_ACCEL"
+		return
+	fi
+	boot=$(cat /proc/sys/kernel/random/boot_id)
+	if [ -f "$cache" ] && [ "$(head -n 1 "$cache")" = "$boot" ]; then
+		tail -n 1 "$cache"
+		return
+	fi
+	local result=tcg
+	if [ -w /dev/kvm ]; then
+		say "probing KVM (${PROBE_TIMEOUT}s at most)"
+		local -a args
+		mapfile -t args < <(vng_args kvm)
+		if timeout --kill-after=5 "$PROBE_TIMEOUT" "$VNG" "${args[@]}" --exec true \
+			</dev/null >/dev/null 2>&1; then
+			result=kvm
+		fi
+	fi
+	say "VM accelerator: $result"
+	printf '%s\n%s\n' "$boot" "$result" >"$cache"
+	echo "$result"
+}
+
+# Kernel log lines that fail a run.
+SPLAT='(------------\[ cut here \]------------|WARNING: .* at |BUG: |Oops|general protection fault|Kernel panic|possible recursive locking|possible circular locking|inconsistent lock state|suspicious RCU usage|INFO: task .* blocked|UBSAN:|KASAN:|list_add corruption|list_del corruption|unreferenced object)'
+
+cmd_run() {
+	[ $# -gt 0 ] || die "usage: tools/vm.sh run CMD"
+	local mode run rc=0 status
+	mode=$(accel)
+	mkdir -p "$CACHE/vm-runs"
+	run=$(mktemp -d "$CACHE/vm-runs/run.XXXXXX")
+	local -a args
+	mapfile -t args < <(vng_args "$mode")
+	local start=$SECONDS
+	say "booting $(cat "$OUT/include/config/kernel.release") ($mode) for: $*"
+	"$VNG" "${args[@]}" --rwdir "$run" \
+		--exec "PYCGPU_VM_OUT=$run bash $ROOT/tools/vm-guest.sh $(printf '%q' "$*")" \
+		</dev/null || rc=$?
+	say "VM finished in $((SECONDS - start))s (exit $rc)"
+	if [ ! -f "$run/status" ]; then
+		die "the VM did not finish the command (vng exit $rc); run directory: $run"
+	fi
+	status=$(cat "$run/status")
+	if grep -Eq "$SPLAT" "$run/dmesg"; then
+		say "the guest kernel reported a problem (full log: $run/dmesg):"
+		grep -E -A20 "$SPLAT" "$run/dmesg" | head -n 60 >&2
+		exit 1
+	fi
+	rm -rf "$run"
+	exit "$status"
+}
+
+cmd_shell() {
+	local -a args
+	mapfile -t args < <(vng_args "$(accel)")
+	exec "$VNG" "${args[@]}"
+}
+
+case "${1:-}" in
+	run) shift; cmd_run "$@" ;;
+	shell) cmd_shell ;;
+	accel) accel ;;
+	*) sed -n '2,/^set/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 2 ;;
+esac
