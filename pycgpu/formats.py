@@ -13,6 +13,7 @@ Every parse error is a :class:`FormatError` that names the offending text.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -38,10 +39,24 @@ class DevT:
 
     @classmethod
     def parse(cls, text: str) -> DevT:
-        m = re.fullmatch(r"(\d+):(\d+)", text.strip())
+        if cls is DevT:
+            return _parse_devt(text)
+        m = _DEVT.fullmatch(text.strip())
         if not m:
             raise FormatError(f"{text!r} is not a device number (MAJ:MIN, e.g. 226:128)")
         return cls(int(m.group(1)), int(m.group(2)))
+
+
+_DEVT = re.compile(r"(\d+):(\d+)")
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_devt(text: str) -> DevT:
+    """DevT.parse, cached: a tree walk sees the same few devices thousands of times."""
+    m = _DEVT.fullmatch(text.strip())
+    if not m:
+        raise FormatError(f"{text!r} is not a device number (MAJ:MIN, e.g. 226:128)")
+    return DevT(int(m.group(1)), int(m.group(2)))
 
 
 def _int(text: str, what: str) -> int:
@@ -140,8 +155,28 @@ def parse_size(text: str) -> int | None:
     return int(m.group(1)) * _SUFFIX[m.group(2).upper()]
 
 
+SIZE_MAX = (1 << 63) - 1
+
+
+def check_size(value: int | None) -> int | None:
+    if value is not None and value > SIZE_MAX:
+        raise FormatError(f"size {value} is out of range [0, {SIZE_MAX}]")
+    return value
+
+
 def format_size(value: int | None) -> str:
     return MAX if value is None else str(value)
+
+
+def format_size_human(value: int | None) -> str:
+    """The largest exact K/M/G/T form: 536870912 -> ``512M``, 1000 -> ``1000``."""
+    if value is None:
+        return MAX
+    for suffix in ("T", "G", "M", "K"):
+        unit = _SUFFIX[suffix]
+        if value and value % unit == 0:
+            return f"{value // unit}{suffix}"
+    return str(value)
 
 
 def parse_flat_keyed(text: str) -> dict[DevT, int | None]:

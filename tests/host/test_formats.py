@@ -111,3 +111,19 @@ def test_nested_keyed():
         f.parse_nested_keyed("226:128 usage_usec\n")
     with pytest.raises(FormatError):
         f.parse_nested_keyed("226:128 usage_usec=x\n")
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(536870912, "512M"), (1024, "1K"), (1000, "1000"), (0, "0"), (None, "max"),
+     (1 << 40, "1T"), (3 << 30, "3G"), (1536, "1536")],
+)
+def test_format_size_human(value, text):
+    assert f.format_size_human(value) == text
+
+
+def test_check_size():
+    assert f.check_size(None) is None
+    assert f.check_size(f.SIZE_MAX) == f.SIZE_MAX
+    with pytest.raises(FormatError, match="out of range"):
+        f.check_size(f.SIZE_MAX + 1)

@@ -1,0 +1,5 @@
+"""``python -m pycgpu``: the CLI."""
+
+from .cli import main
+
+main(prog_name="pycgpu")

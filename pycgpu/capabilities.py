@@ -1,0 +1,243 @@
+"""What this host lacks for the gpu controller, and the exact fix for each.
+
+:func:`check` returns one :class:`Finding` per question:
+
+==============  ===================================================================
+id              question
+==============  ===================================================================
+``cgroup2``     is a cgroup2 tree mounted, and is this a pure v2 host (not v1/hybrid)?
+``gpu``         is ``gpu`` in the root's ``cgroup.controllers`` (else: kernel without
+                CONFIG_CGROUP_GPU, or ``cgroup_disable=gpu``)?
+``path``        is ``gpu`` enabled in ``cgroup.subtree_control`` down to a given path?
+``systemd``     does systemd manage the tree? It does not enable controllers it does
+                not know, so its slices and scopes lack ``gpu`` until it is enabled
+``dmem``        is the upstream ``dmem`` controller (Linux 6.14+) present? (information)
+==============  ===================================================================
+
+A finding's status is ``ok``, ``problem`` (with a ``fix``: a command to run)
+or ``info``. All paths are injectable so tests run on fake trees.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+OK, PROBLEM, INFO = "ok", "problem", "info"
+CONTROLLER = "gpu"
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str
+    status: str
+    message: str
+    fix: str | None = None
+
+
+@dataclass(frozen=True)
+class Host:
+    """Where to look: the real /proc by default; ``cgroup_root`` set means a
+    tree given by the user (``--cgroup-root``), used without the mount table."""
+
+    cgroup_root: Path | None = None
+    mountinfo: Path = Path("/proc/self/mountinfo")
+    proc_cgroups: Path = Path("/proc/cgroups")
+    pid1_comm: Path = Path("/proc/1/comm")
+
+
+@dataclass
+class Report:
+    findings: list[Finding] = field(default_factory=list)
+    cgroup_root: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return all(f.status != PROBLEM for f in self.findings)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
+
+
+def _words(path: Path) -> set[str] | None:
+    text = _read(path)
+    return None if text is None else set(text.split())
+
+
+def _mounts(mountinfo: Path) -> list[tuple[str, str, str]]:
+    """(mount point, fstype, super options) of every mount."""
+    out = []
+    for line in (_read(mountinfo) or "").splitlines():
+        pre, _, post = line.partition(" - ")
+        pre_f, post_f = pre.split(" "), post.split(" ")
+        if len(pre_f) > 4 and len(post_f) > 2:
+            out.append((pre_f[4].replace("\\040", " "), post_f[0], post_f[2]))
+    return out
+
+
+def _echo_gpu(files: list[Path]) -> str:
+    """One command that enables gpu in @files, outermost first."""
+    inner = " && ".join(f"echo +gpu > {shlex.quote(str(f))}" for f in files)
+    return f"sudo sh -c {shlex.quote(inner)}"
+
+
+GRUB_FIX = (
+    "add {arg} to the kernel command line and reboot, e.g. "
+    "sudo sed -i 's/^GRUB_CMDLINE_LINUX=\"/&{arg} /' /etc/default/grub "
+    "&& sudo update-grub && sudo reboot"
+)
+
+
+def _check_mount(host: Host, report: Report) -> Path | None:
+    if host.cgroup_root is not None:
+        root = host.cgroup_root
+        if (root / "cgroup.controllers").is_file():
+            report.findings.append(Finding("cgroup2", OK, f"cgroup2 tree at {root} (given)"))
+            return root
+        report.findings.append(Finding(
+            "cgroup2", PROBLEM, f"{root} is not a cgroup2 mount (no cgroup.controllers)",
+            "give the cgroup2 mount point: --cgroup-root /sys/fs/cgroup",
+        ))
+        return None
+    mounts = _mounts(host.mountinfo)
+    v2 = [m for m, fs, _ in mounts if fs == "cgroup2"]
+    v1 = [(m, opts) for m, fs, opts in mounts if fs == "cgroup"]
+    v1_controllers = sorted({o for _, opts in v1 for o in opts.split(",")}
+                            - {"rw", "ro", "relatime", "nosuid", "nodev", "noexec"})
+    if v1:
+        where = f"cgroup2 only at {v2[0]}" if v2 else "no cgroup2 mount"
+        report.findings.append(Finding(
+            "cgroup2", PROBLEM,
+            f"cgroup v1/hybrid host: v1 hierarchies ({', '.join(v1_controllers)}), {where}; "
+            "container runtimes use v1 here and ignore gpu.*",
+            GRUB_FIX.format(arg="systemd.unified_cgroup_hierarchy=1"),
+        ))
+        return Path(v2[0]) if v2 else None
+    if not v2:
+        report.findings.append(Finding(
+            "cgroup2", PROBLEM, "no cgroup2 file system is mounted",
+            "sudo mount -t cgroup2 none /sys/fs/cgroup",
+        ))
+        return None
+    report.findings.append(Finding("cgroup2", OK, f"cgroup2 mounted at {v2[0]}"))
+    return Path(v2[0])
+
+
+def _proc_cgroups_entry(path: Path) -> tuple[int, int] | None:
+    """(hierarchy, enabled) of gpu in /proc/cgroups, None if not listed."""
+    for line in (_read(path) or "").splitlines():
+        words = line.split()
+        if len(words) >= 4 and words[0] == CONTROLLER:
+            return int(words[1]), int(words[3])
+    return None
+
+
+def _check_controller(host: Host, root: Path, report: Report) -> bool:
+    controllers = _words(root / "cgroup.controllers") or set()
+    if CONTROLLER in controllers:
+        report.findings.append(Finding("gpu", OK, f"gpu controller available in {root}"))
+        return True
+    entry = _proc_cgroups_entry(host.proc_cgroups)
+    if entry is not None and entry[1] == 0:
+        finding = Finding(
+            "gpu", PROBLEM, "the gpu controller is disabled on the kernel command line",
+            "remove cgroup_disable=gpu from GRUB_CMDLINE_LINUX in /etc/default/grub, "
+            "then sudo update-grub && sudo reboot",
+        )
+    elif entry is not None and entry[0] != 0:
+        finding = Finding(
+            "gpu", PROBLEM, f"the gpu controller is bound to cgroup v1 hierarchy {entry[0]}",
+            "unmount that v1 hierarchy (grep gpu /proc/self/mountinfo; sudo umount MOUNTPOINT)",
+        )
+    else:
+        finding = Finding(
+            "gpu", PROBLEM,
+            f"no gpu controller in {root}/cgroup.controllers: kernel without CONFIG_CGROUP_GPU",
+            "boot a kernel built with the pycgpu patch series (CONFIG_CGROUP_GPU=y): "
+            "make kernel, see README",
+        )
+    report.findings.append(finding)
+    return False
+
+
+def _check_path(root: Path, path: str, report: Report) -> None:
+    rel = Path(path.strip("/"))
+    chain = [root] + [root.joinpath(*rel.parts[: i + 1]) for i in range(len(rel.parts))]
+    target = chain[-1]
+    missing = [cg for cg in chain[:-1]
+               if cg.is_dir() and CONTROLLER not in (_words(cg / "cgroup.subtree_control") or ())]
+    name = "/" + str(rel) if rel.parts else "/"
+    if missing:
+        report.findings.append(Finding(
+            "path", PROBLEM,
+            f"gpu is not enabled in cgroup.subtree_control of "
+            f"{', '.join(str(m) for m in missing)}, so {name} has no gpu.* files",
+            _echo_gpu([m / "cgroup.subtree_control" for m in missing]),
+        ))
+    elif not target.is_dir():
+        report.findings.append(Finding(
+            "path", PROBLEM, f"cgroup {name} does not exist",
+            f"pycgpu create {shlex.quote(name)}",
+        ))
+    else:
+        report.findings.append(Finding("path", OK, f"gpu is enabled down to {name}"))
+
+
+def _systemd_managed(host: Host, root: Path) -> bool:
+    return (root / "init.scope").is_dir() or (_read(host.pid1_comm) or "").strip() == "systemd"
+
+
+def _check_systemd(host: Host, root: Path, gpu_ok: bool, report: Report) -> None:
+    if not _systemd_managed(host, root):
+        report.findings.append(Finding("systemd", INFO, "the tree is not managed by systemd"))
+        return
+    if not gpu_ok:
+        report.findings.append(Finding(
+            "systemd", INFO, "systemd manages the tree (enable gpu once the kernel has it)"))
+        return
+    levels = [root, *sorted(p for p in root.glob("*.slice") if p.is_dir())]
+    missing = [p for p in levels
+               if CONTROLLER not in (_words(p / "cgroup.subtree_control") or ())]
+    if not missing:
+        report.findings.append(Finding(
+            "systemd", OK, "systemd manages the tree; gpu is enabled in its top-level slices"))
+        return
+    report.findings.append(Finding(
+        "systemd", PROBLEM,
+        "systemd manages the tree and does not enable controllers it does not know: gpu is "
+        f"missing in {', '.join(str(p / 'cgroup.subtree_control') for p in missing)}, so "
+        "container scopes get no gpu.* files (enable it again after each boot, and in nested "
+        "slices such as kubepods.slice/*)",
+        _echo_gpu([p / "cgroup.subtree_control" for p in missing]),
+    ))
+
+
+def _check_dmem(root: Path, report: Report) -> None:
+    if "dmem" in (_words(root / "cgroup.controllers") or set()):
+        msg = ("the upstream dmem controller is present too (dmem.max per memory region, "
+               "TTM drivers); pycgpu drives gpu.*")
+    else:
+        msg = "no upstream dmem controller (Linux 6.14+); not needed by pycgpu"
+    report.findings.append(Finding("dmem", INFO, msg))
+
+
+def check(host: Host | None = None, path: str | None = None) -> Report:
+    host = host or Host()
+    report = Report()
+    root = _check_mount(host, report)
+    report.cgroup_root = root
+    if root is None:
+        return report
+    gpu_ok = _check_controller(host, root, report)
+    if path is not None and gpu_ok:
+        _check_path(root, path, report)
+    elif path is not None:
+        report.findings.append(Finding("path", INFO, f"{path} not checked: no gpu controller"))
+    _check_systemd(host, root, gpu_ok, report)
+    _check_dmem(root, report)
+    return report

@@ -1,0 +1,90 @@
+"""``pycgpu show``: the gpu.* files of a group (or subtree), as text or as
+the ``pycgpu.show/v1`` JSON document (:mod:`pycgpu.schemas`)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from .common import BadValue, State, complete_path, pass_state, translated
+
+
+def _devices(d: dict[str, Any], fmt: Any = str) -> str:
+    return ", ".join(f"{dev} {fmt(v)}" for dev, v in d.items()) or "-"
+
+
+def _counters(d: dict[str, dict[str, int]]) -> str:
+    return "; ".join(
+        f"{dev} " + " ".join(f"{k}={v}" for k, v in keys.items()) for dev, keys in d.items()
+    ) or "-"
+
+
+def render(item: dict[str, Any]) -> list[str]:
+    """The text lines of one show/v1 item."""
+    from ..formats import format_size_human
+
+    if not item["gpu_enabled"]:
+        note = "root: no gpu.* files" if item["path"] == "/" else "gpu not enabled"
+        return [f"{item['path']}  ({note})"]
+    lines = [item["path"]]
+
+    def add(label: str, text: str) -> None:
+        lines.append(f"  {label:<21}{text}")
+
+    if "weight" in item:
+        w = item["weight"]
+        overrides = _devices(w["devices"]) if w["devices"] else ""
+        add("weight", f"default {w['default']}" + (f", {overrides}" if overrides else ""))
+    if "priority" in item:
+        eff = item.get("priority_effective")
+        add("priority", f"{item['priority']}" + (f" (effective {eff})" if eff is not None else ""))
+    memory = item.get("memory", {})
+    for key in ("max", "current", "peak"):
+        if key in memory:
+            add(f"memory.{key}", _devices(memory[key], format_size_human))
+    for key, label in (("events", "memory.events"), ("events_local", "memory.events.local")):
+        if key in memory:
+            add(label, _counters(memory[key]))
+    if "stat" in item:
+        add("stat", _counters(item["stat"]))
+    return lines
+
+
+@click.command("show", short_help="Show gpu.* knobs and counters of a group (or subtree).")
+@click.argument("path", default="/", required=False, shell_complete=complete_path)
+@click.option("--recursive", "-r", is_flag=True, help="Show the descendants too.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the pycgpu.show/v1 JSON document (see pycgpu/schemas.py).")
+@pass_state
+def show(state: State, path: str, recursive: bool, as_json: bool) -> None:
+    """Show the gpu.* knobs and counters of the cgroup PATH (default: the root).
+
+    Files this kernel does not have (gpu.memory.* before the memory support,
+    for example) are left out. Sizes are shown as 512M/2G where exact; the
+    JSON has numbers (bytes, microseconds), null for max, and devices keyed
+    MAJ:MIN.
+
+    \b
+    Examples:
+      pycgpu show ai/train
+      pycgpu show -r ai
+      pycgpu show -r --json / | jq '.cgroups[] | {path, priority_effective}'
+    """
+    from .. import snapshot
+
+    cg = state.cgroup(path)
+    if not cg.exists():
+        raise BadValue(f"cgroup {cg.name} does not exist")
+    with translated(path):
+        items = list(snapshot.walk(state.mount, cg.name, recursive))
+    if as_json:
+        import json
+
+        # indented for people; compact (C encoder, several times faster) for pipes
+        indent = 2 if sys.stdout.isatty() else None
+        click.echo(json.dumps(snapshot.document(state.mount, items), indent=indent))
+        return
+    for item in items:
+        click.echo("\n".join(render(item)))

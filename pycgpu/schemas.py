@@ -1,0 +1,130 @@
+"""The versioned JSON documents the CLI prints with ``--json``.
+
+Every document carries ``"schema": "pycgpu.<command>/v<N>"``. Within a
+version fields are only ever added; a removed or retyped field bumps the
+version. Conventions: numbers are JSON numbers (bytes, microseconds, weights,
+priorities), a limit of ``max`` is ``null``, devices are keyed by the render
+node's ``"MAJ:MIN"``, and a file the kernel does not have is an absent key.
+The JSON Schema (draft 2020-12) of each document is below; the host tests
+validate the CLI's output against them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SHOW_V1 = "pycgpu.show/v1"
+DEVICES_V1 = "pycgpu.devices/v1"
+CHECK_V1 = "pycgpu.check/v1"
+
+_DEVT = r"^[0-9]+:[0-9]+$"
+_INT = {"type": "integer"}
+_STR_OR_NULL = {"type": ["string", "null"]}
+
+
+def _per_device(value: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "propertyNames": {"pattern": _DEVT},
+            "additionalProperties": value}
+
+
+_COUNTERS = _per_device({"type": "object", "additionalProperties": _INT})
+
+SHOW_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": SHOW_V1,
+    "type": "object",
+    "required": ["schema", "cgroup_root", "cgroups"],
+    "properties": {
+        "schema": {"const": SHOW_V1},
+        "cgroup_root": {"type": "string"},
+        "cgroups": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["path", "gpu_enabled"],
+                "properties": {
+                    "path": {"type": "string", "pattern": "^/"},
+                    "gpu_enabled": {"type": "boolean"},
+                    "weight": {
+                        "type": "object",
+                        "required": ["default", "devices"],
+                        "properties": {
+                            "default": _INT,
+                            "devices": _per_device(_INT),
+                        },
+                    },
+                    "priority": _INT,
+                    "priority_effective": _INT,
+                    "memory": {
+                        "type": "object",
+                        "properties": {
+                            "max": _per_device({"type": ["integer", "null"]}),
+                            "current": _per_device(_INT),
+                            "peak": _per_device(_INT),
+                            "events": _COUNTERS,
+                            "events_local": _COUNTERS,
+                        },
+                    },
+                    "stat": _COUNTERS,
+                },
+            },
+        },
+    },
+}
+
+DEVICES_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": DEVICES_V1,
+    "type": "object",
+    "required": ["schema", "devices"],
+    "properties": {
+        "schema": {"const": DEVICES_V1},
+        "devices": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["render_node", "card_node", "devt", "major", "minor", "driver",
+                             "driver_version", "pci_address", "vendor_id", "device_id"],
+                "properties": {
+                    "render_node": {"type": "string"},
+                    "card_node": _STR_OR_NULL,
+                    "devt": {"type": "string", "pattern": _DEVT},
+                    "major": _INT,
+                    "minor": _INT,
+                    "driver": _STR_OR_NULL,
+                    "driver_version": _STR_OR_NULL,
+                    "pci_address": _STR_OR_NULL,
+                    "vendor_id": _STR_OR_NULL,
+                    "device_id": _STR_OR_NULL,
+                },
+            },
+        },
+    },
+}
+
+CHECK_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": CHECK_V1,
+    "type": "object",
+    "required": ["schema", "ok", "cgroup_root", "findings"],
+    "properties": {
+        "schema": {"const": CHECK_V1},
+        "ok": {"type": "boolean"},
+        "cgroup_root": _STR_OR_NULL,
+        "findings": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["id", "status", "message", "fix"],
+                "properties": {
+                    "id": {"enum": ["cgroup2", "gpu", "path", "systemd", "dmem"]},
+                    "status": {"enum": ["ok", "problem", "info"]},
+                    "message": {"type": "string"},
+                    "fix": _STR_OR_NULL,
+                },
+            },
+        },
+    },
+}
+
+SCHEMAS = {SHOW_V1: SHOW_SCHEMA, DEVICES_V1: DEVICES_SCHEMA, CHECK_V1: CHECK_SCHEMA}

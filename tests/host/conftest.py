@@ -1,0 +1,292 @@
+"""Host-tier fixtures: a fake cgroup2 tree whose writes follow the gpu
+controller's rules (../shared/DESIGN.md section 2), and fake sysfs and /dev
+trees with two GPUs (an i915 PCI device and vgem).
+
+The fake kernel replaces pycgpu.cgroup's three file-system seams (_mkdir,
+_rmdir, _write_file): mkdir populates interface files like cgroupfs does,
+writes parse and validate like the controller (EINVAL, ERANGE, ENOENT,
+EACCES), rmdir removes the interface files. Tests make a step fail with
+``fake.fail["a/gpu.priority"] = errno.ERANGE``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pycgpu import cgroup as cgroup_mod
+from pycgpu import formats
+from pycgpu.formats import DevT
+
+I915 = DevT(226, 128)
+VGEM = DevT(226, 129)
+
+GPU_FILES = ("gpu.weight", "gpu.priority", "gpu.priority.effective")
+MEMORY_FILES = ("gpu.memory.max", "gpu.memory.current", "gpu.memory.peak",
+                "gpu.memory.events", "gpu.memory.events.local", "gpu.stat")
+
+
+def _err(code: int) -> OSError:
+    return OSError(code, os.strerror(code))
+
+
+class FakeKernel:
+    def __init__(self, base: Path, controllers: str = "cpu memory gpu", memory: bool = True,
+                 devices: tuple[DevT, ...] = (I915, VGEM)) -> None:
+        self.root = base / "cgroup"
+        self.root.mkdir()
+        (self.root / "cgroup.controllers").write_text(controllers + "\n")
+        (self.root / "cgroup.subtree_control").write_text("\n")
+        (self.root / "cgroup.procs").write_text("")
+        self.memory = memory
+        self.devices = set(devices)
+        self.log: list[tuple[str, str]] = []
+        self.fail: dict[str, int] = {}
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> FakeKernel:
+        monkeypatch.setattr(cgroup_mod, "_mkdir", self.mkdir)
+        monkeypatch.setattr(cgroup_mod, "_rmdir", self.rmdir)
+        monkeypatch.setattr(cgroup_mod, "_write_file", self.write)
+        return self
+
+    # helpers for tests ----------------------------------------------------------
+
+    def rel(self, path: Path) -> str:
+        return str(path.relative_to(self.root))
+
+    def read(self, rel: str) -> str:
+        return (self.root / rel).read_text()
+
+    def make(self, rel: str) -> Path:
+        """Create a group and enable gpu along its path, without logging."""
+        log = list(self.log)
+        path = self.root
+        for part in Path(rel).parts:
+            if "gpu" not in self._words(path / "cgroup.subtree_control"):
+                self.write(path / "cgroup.subtree_control", b"+gpu")
+            path = path / part
+            if not path.exists():
+                self.mkdir(path)
+        self.log = log
+        return path
+
+    def snapshot(self) -> dict[str, str]:
+        """Every file's content, to check that nothing changed."""
+        return {str(p.relative_to(self.root)): p.read_text()
+                for p in sorted(self.root.rglob("*")) if p.is_file()}
+
+    # cgroupfs -------------------------------------------------------------------
+
+    @staticmethod
+    def _words(path: Path) -> set[str]:
+        return set(path.read_text().split()) if path.exists() else set()
+
+    def _gpu_files(self, path: Path, on: bool) -> None:
+        names = GPU_FILES + (MEMORY_FILES if self.memory else ())
+        for name in names:
+            f = path / name
+            if on and not f.exists():
+                content = {"gpu.weight": "default 100\n", "gpu.priority": "0\n"}.get(name, "")
+                f.write_text(content)
+            elif not on and f.exists():
+                f.unlink()
+        if on:
+            self._effective(path)
+
+    def _effective(self, path: Path) -> None:
+        if (path / "gpu.priority").exists():
+            own = int((path / "gpu.priority").read_text())
+            parent = path.parent / "gpu.priority.effective"
+            cap = int(parent.read_text()) if path.parent != self.root and parent.exists() else 1023
+            (path / "gpu.priority.effective").write_text(f"{min(own, cap)}\n")
+        for child in path.iterdir():
+            if child.is_dir():
+                self._effective(child)
+
+    def mkdir(self, path: Path) -> None:
+        if self.fail.get(self.rel(path)):
+            raise _err(self.fail[self.rel(path)])
+        os.mkdir(path)
+        controllers = self._words(path.parent / "cgroup.subtree_control")
+        (path / "cgroup.controllers").write_text(" ".join(sorted(controllers)) + "\n")
+        (path / "cgroup.subtree_control").write_text("\n")
+        (path / "cgroup.procs").write_text("")
+        if "gpu" in controllers:
+            self._gpu_files(path, True)
+
+    def rmdir(self, path: Path) -> None:
+        if any(p.is_dir() for p in path.iterdir()):
+            raise _err(errno.ENOTEMPTY)
+        if (path / "cgroup.procs").read_text().strip():
+            raise _err(errno.EBUSY)
+        for p in path.iterdir():
+            p.unlink()
+        os.rmdir(path)
+
+    def write(self, path: Path, data: bytes) -> None:
+        if not path.exists():
+            raise _err(errno.ENOENT)
+        code = self.fail.get(self.rel(path))
+        if code:
+            raise _err(code)
+        text = data.decode()
+        handler = {
+            "cgroup.subtree_control": self._subtree_control,
+            "cgroup.procs": self._procs,
+            "gpu.weight": self._weight,
+            "gpu.priority": self._priority,
+            "gpu.memory.max": self._memory_max,
+        }.get(path.name)
+        if handler is None:
+            raise _err(errno.EACCES)
+        handler(path, text)
+        self.log.append((self.rel(path), text))
+
+    def _subtree_control(self, path: Path, text: str) -> None:
+        enabled = self._words(path)
+        available = self._words(path.parent / "cgroup.controllers")
+        for token in text.split():
+            op, name = token[0], token[1:]
+            if op not in "+-" or name not in available:
+                raise _err(errno.EINVAL if op not in "+-" else errno.ENOENT)
+            if op == "+":
+                enabled.add(name)
+            else:
+                enabled.discard(name)
+        path.write_text(" ".join(sorted(enabled)) + "\n")
+        for child in path.parent.iterdir():
+            if child.is_dir():
+                (child / "cgroup.controllers").write_text(" ".join(sorted(enabled)) + "\n")
+                self._gpu_files(child, "gpu" in enabled)
+
+    def _procs(self, path: Path, text: str) -> None:
+        pid = int(text)
+        pids = path.read_text().split()
+        path.write_text("".join(f"{p}\n" for p in [*pids, str(pid)]))
+
+    def _number(self, text: str, lo: int, hi: int) -> int:
+        if not re.fullmatch(r"[+-]?\d+", text):
+            raise _err(errno.EINVAL)
+        value = int(text)
+        if not lo <= value <= hi:
+            raise _err(errno.ERANGE)
+        return value
+
+    def _dev(self, text: str) -> DevT:
+        try:
+            dev = DevT.parse(text)
+        except formats.FormatError:
+            raise _err(errno.EINVAL) from None
+        if dev not in self.devices:
+            raise _err(errno.EINVAL)
+        return dev
+
+    def _weight(self, path: Path, text: str) -> None:
+        weights = formats.parse_weight(path.read_text())
+        words = text.split()
+        if len(words) == 1:
+            weights.default = self._number(words[0], 1, 10000)
+        elif len(words) == 2 and words[0] == "default":
+            weights.default = self._number(words[1], 1, 10000)
+        elif len(words) == 2:
+            dev = self._dev(words[0])
+            if words[1] == "default":
+                weights.devices.pop(dev, None)
+            else:
+                weights.devices[dev] = self._number(words[1], 1, 10000)
+        else:
+            raise _err(errno.EINVAL)
+        path.write_text(formats.format_weight(weights))
+
+    def _priority(self, path: Path, text: str) -> None:
+        value = self._number(text.strip(), -1023, 1023)
+        path.write_text(f"{value}\n")
+        self._effective(path.parent)
+
+    def _memory_max(self, path: Path, text: str) -> None:
+        words = text.split()
+        if len(words) != 2:
+            raise _err(errno.EINVAL)
+        dev = self._dev(words[0])
+        try:
+            value = formats.parse_size(words[1])
+        except formats.FormatError:
+            raise _err(errno.EINVAL) from None
+        limits = formats.parse_flat_keyed(path.read_text())
+        limits[dev] = value
+        path.write_text("".join(f"{d} {formats.format_size(v)}\n" for d, v in sorted(
+            limits.items())))
+
+
+@pytest.fixture
+def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeKernel:
+    return FakeKernel(tmp_path).install(monkeypatch)
+
+
+# sysfs and /dev -----------------------------------------------------------------
+
+
+def _node(sysfs: Path, parent: Path, name: str, devt: str) -> None:
+    node = parent / "drm" / name
+    node.mkdir(parents=True)
+    (node / "dev").write_text(devt + "\n")
+    (node / "device").symlink_to(os.path.relpath(parent, node))
+    link = sysfs / "class" / "drm" / name
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(os.path.relpath(node, link.parent))
+
+
+@pytest.fixture
+def fake_sysfs(tmp_path: Path) -> tuple[Path, Path]:
+    """(sysfs root, /dev root) with renderD128/card0 of an i915 PCI GPU at
+    0000:00:02.0 and renderD129/card1 of vgem (a platform device without a
+    driver link)."""
+    sysfs, dev = tmp_path / "sys", tmp_path / "dev"
+    pci = sysfs / "devices" / "pci0000:00" / "0000:00:02.0"
+    pci.mkdir(parents=True)
+    (pci / "vendor").write_text("0x8086\n")
+    (pci / "device").write_text("0x46a6\n")
+    drivers = sysfs / "bus" / "pci" / "drivers" / "i915"
+    drivers.mkdir(parents=True)
+    (pci / "driver").symlink_to(os.path.relpath(drivers, pci))
+    _node(sysfs, pci, "card0", "226:0")
+    _node(sysfs, pci, "renderD128", "226:128")
+    vgem = sysfs / "devices" / "platform" / "vgem"
+    vgem.mkdir(parents=True)
+    _node(sysfs, vgem, "card1", "226:1")
+    _node(sysfs, vgem, "renderD129", "226:129")
+    dri = dev / "dri"
+    dri.mkdir(parents=True)
+    for name in ("card0", "card1", "renderD128", "renderD129"):
+        (dri / name).write_text("")
+    (dri / "by-path").mkdir()
+    (dri / "by-path" / "pci-0000:00:02.0-render").symlink_to("../renderD128")
+    return sysfs, dev
+
+
+class Cli:
+    """Runs the CLI in-process against the fake kernel and fake sysfs."""
+
+    def __init__(self, fake: FakeKernel, sysfs: Path, dev: Path) -> None:
+        self.fake = fake
+        self.env = {"PYCGPU_CGROUP_ROOT": str(fake.root), "PYCGPU_SYSFS_ROOT": str(sysfs),
+                    "PYCGPU_DEV_ROOT": str(dev)}
+
+    def __call__(self, *args: str, code: int = 0):
+        from pycgpu.cli import main
+
+        result = CliRunner().invoke(main, list(args), env=self.env)
+        if result.exception and not isinstance(result.exception, SystemExit):
+            raise result.exception
+        assert result.exit_code == code, (result.exit_code, result.output)
+        return result
+
+
+@pytest.fixture
+def cli(fake: FakeKernel, fake_sysfs: tuple[Path, Path]) -> Cli:
+    return Cli(fake, *fake_sysfs)
