@@ -158,7 +158,8 @@ cmd_ext() {
 	rsync -a --delete --exclude '*.o' --exclude '*.ko' --exclude '.*.cmd' \
 		--exclude '*.mod*' --exclude 'Module.symvers' --exclude 'modules.order' \
 		--include 'Kbuild' --include 'kernel/' --include 'kernel/drivers-gpu-cgroup/' \
-		--include 'kernel/drivers-gpu-cgroup/*.c' --include 'kernel/drivers-gpu-cgroup/*.h' \
+		--include 'kernel/drivers-gpu-cgroup/simgpu/' \
+		--include 'kernel/drivers-gpu-cgroup/simgpu/*.[ch]' \
 		--exclude '*' "$ROOT/" "$EXT/"
 	run_logged "building the out-of-tree modules" "$CACHE/ext.log" \
 		make -C "$OUT" M="$EXT" -j"$JOBS" W=1 modules

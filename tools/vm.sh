@@ -69,8 +69,9 @@ cmd_run() {
 	mapfile -t args < <(vng_args "$mode")
 	local start=$SECONDS
 	say "booting $(cat "$OUT/include/config/kernel.release") ($mode) for: $*"
-	"$VNG" "${args[@]}" --rwdir "$run" \
-		--exec "PYCGPU_VM_OUT=$run bash $ROOT/tools/vm-guest.sh $(printf '%q' "$*")" \
+	mkdir -p "$ROOT/bench/results"
+	"$VNG" "${args[@]}" --rwdir "$run" --rwdir "$ROOT/bench/results" \
+		--exec "PYCGPU_VM_OUT=$run PYCGPU_EXT=$EXT bash $ROOT/tools/vm-guest.sh $(printf '%q' "$*")" \
 		</dev/null || rc=$?
 	say "VM finished in $((SECONDS - start))s (exit $rc)"
 	if [ ! -f "$run/status" ]; then
