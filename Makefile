@@ -6,7 +6,7 @@ PY := .venv/bin/python
 VM := tools/vm.sh run
 PYTEST_VM := $(PY) -m pytest -p no:cacheprovider -ra
 
-.PHONY: help demo test test-host test-vm lint checkpatch bench kernel vm-shell vm-run \
+.PHONY: help demo test test-host test-vm lint checkpatch bench bench-% kernel vm-shell vm-run \
 	patches setup venv clean
 
 help: ## this list
@@ -38,8 +38,11 @@ lint: venv ## ruff on the Python code
 checkpatch: setup ## scripts/checkpatch.pl --strict on the series
 	tools/kernel.sh checkpatch
 
-bench: kernel ## every benchmark; results in bench/results/
+bench: kernel ## every benchmark, in the VM; results in bench/results/
 	$(VM) "$(PY) bench/run.py"
+
+bench-%: kernel ## one benchmark: make bench-memory, bench-cli
+	$(VM) "$(PY) bench/run.py $*"
 
 vm-shell: kernel ## an interactive root shell in the VM
 	tools/vm.sh shell

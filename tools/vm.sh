@@ -78,6 +78,9 @@ cmd_run() {
 		die "the VM did not finish the command (vng exit $rc); run directory: $run"
 	fi
 	status=$(cat "$run/status")
+	if ! grep -q '^\[ *[0-9.]*\] Linux version' "$run/dmesg"; then
+		die "the guest's kernel log was not captured; run directory: $run"
+	fi
 	if grep -Eq "$SPLAT" "$run/dmesg"; then
 		say "the guest kernel reported a problem (full log: $run/dmesg):"
 		grep -E -A20 "$SPLAT" "$run/dmesg" | head -n 60 >&2

@@ -22,23 +22,41 @@
  * delegated subtree can lower its priority but never raise it; it is shown
  * in gpu.priority.effective.
  *
- * Every write sets one key. Malformed input fails with -EINVAL, a number out
- * of range with -ERANGE, and a failed write changes nothing.
+ * gpu.memory.max limits the GPU buffer memory charged to a cgroup and its
+ * descendants on one device (the "limits" model): a buffer is charged, when
+ * userspace first gets a handle to it, to the cgroup of the task doing so,
+ * and stays charged there until it is freed; the buffer pins its cgroup, so
+ * a removed cgroup lingers until its buffers are gone. Kernel threads and the
+ * root cgroup are not charged, nor are buffers imported from another device
+ * (their exporter pays). An allocation that would take any cgroup on the path
+ * over its limit fails with -ENOMEM. It counts in gpu.memory.events.local of
+ * the cgroup whose limit was hit and in gpu.memory.events of every cgroup
+ * from the allocating one up to that one. Lowering a limit below the usage
+ * succeeds and only stops further growth.
  *
- * Locking: gpucg_mutex protects the device table, device ids and the
- * creation, configuration and destruction of per-(cgroup, device) pools.
- * Pools are freed after an RCU grace period, so readers on the scheduling
- * paths may look them up with xa_load() under rcu_read_lock(). Scalar knobs
- * are written with WRITE_ONCE() and read with READ_ONCE().
+ * Every write sets one key. Malformed input and unknown devices fail with
+ * -EINVAL, a number out of range with -ERANGE, and a failed write changes
+ * nothing.
+ *
+ * Locking: gpucg_mutex protects the device table and the creation and
+ * configuration of per-(cgroup, device) pools; drivers may hold their own
+ * locks when they call in (DRM's object_name_lock nests outside it). A pool
+ * lives as long as its cgroup and is freed in css_free(), so whoever holds a
+ * reference on the cgroup may use its pools without locks. Charges are
+ * lockless (page_counter); scalar knobs are written with WRITE_ONCE() and
+ * read with READ_ONCE().
  */
 
 #include <linux/cgroup.h>
 #include <linux/cgroup_gpu.h>
 #include <linux/kdev_t.h>
 #include <linux/kernel.h>
+#include <linux/kref.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
-#include <linux/rcupdate.h>
+#include <linux/overflow.h>
+#include <linux/page_counter.h>
+#include <linux/sched.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/string.h>
@@ -51,18 +69,20 @@
 struct gpucg_device {
 	dev_t			devt;
 	u32			id;	/* index in gpucg_devices and gpucg->pools */
-	struct list_head	pools;	/* its gpucg_pool's, under gpucg_mutex */
+	bool			dead;	/* unregistered, under gpucg_mutex */
+	struct kref		ref;	/* the driver's, and one per pool */
+	struct rcu_head		rcu;
 };
-
-struct gpucg;
 
 /* State of one cgroup on one device, created when first needed. */
 struct gpucg_pool {
 	struct gpucg		*cg;
 	struct gpucg_device	*dev;
-	struct list_head	dev_node;	/* on dev->pools */
 	u32			weight;		/* 0: the cgroup's default */
-	struct rcu_head		rcu;
+	u64			mem_max;	/* bytes as written, U64_MAX: max */
+	struct page_counter	mem;		/* parent: the parent's pool */
+	atomic64_t		events;		/* refusals, hierarchical */
+	atomic64_t		events_local;	/* refusals by this limit */
 };
 
 struct gpucg {
@@ -70,6 +90,8 @@ struct gpucg {
 	u32				weight;		/* default weight */
 	int				priority;
 	struct xarray			pools;		/* device id -> pool */
+	struct cgroup_file		events_file;
+	struct cgroup_file		events_local_file;
 };
 
 static DEFINE_MUTEX(gpucg_mutex);
@@ -96,12 +118,20 @@ static int gpucg_priority_effective(struct gpucg *cg)
 	return prio;
 }
 
+static void gpucg_device_free(struct kref *ref)
+{
+	struct gpucg_device *dev = container_of(ref, struct gpucg_device, ref);
+
+	xa_erase(&gpucg_devices, dev->id);
+	kfree_rcu(dev, rcu);
+}
+
 /**
  * gpucg_register_device() - put a GPU under the controller
  * @devt: device number of the GPU's render node
  *
  * Context: process context, may sleep.
- * Return: a handle for gpucg_unregister_device(), or an ERR_PTR().
+ * Return: a handle for the calls below, or an ERR_PTR().
  */
 struct gpucg_device *gpucg_register_device(dev_t devt)
 {
@@ -112,11 +142,9 @@ struct gpucg_device *gpucg_register_device(dev_t devt)
 	if (!dev)
 		return ERR_PTR(-ENOMEM);
 	dev->devt = devt;
-	INIT_LIST_HEAD(&dev->pools);
+	kref_init(&dev->ref);
 
-	mutex_lock(&gpucg_mutex);
 	ret = xa_alloc(&gpucg_devices, &dev->id, dev, xa_limit_31b, GFP_KERNEL);
-	mutex_unlock(&gpucg_mutex);
 	if (ret) {
 		kfree(dev);
 		return ERR_PTR(ret);
@@ -129,29 +157,35 @@ EXPORT_SYMBOL_GPL(gpucg_register_device);
  * gpucg_unregister_device() - take a GPU from the controller
  * @dev: handle from gpucg_register_device(); NULL is ignored
  *
- * Drops every cgroup's settings for the device.
+ * The device disappears from the interface files and takes no new settings.
+ * Buffers charged to it stay charged until they are freed: the handle stays
+ * valid for gpucg_try_charge_mem() (which then charges nothing) and
+ * gpucg_uncharge_mem() until gpucg_put_device().
  *
  * Context: process context, may sleep.
  */
 void gpucg_unregister_device(struct gpucg_device *dev)
 {
-	struct gpucg_pool *pool, *tmp;
-
 	if (IS_ERR_OR_NULL(dev))
 		return;
-
 	mutex_lock(&gpucg_mutex);
-	xa_erase(&gpucg_devices, dev->id);
-	list_for_each_entry_safe(pool, tmp, &dev->pools, dev_node) {
-		/* pool->cg is alive: its css_free() would take gpucg_mutex */
-		xa_erase(&pool->cg->pools, dev->id);
-		list_del(&pool->dev_node);
-		kfree_rcu(pool, rcu);
-	}
+	WRITE_ONCE(dev->dead, true);
 	mutex_unlock(&gpucg_mutex);
-	kfree(dev);
 }
 EXPORT_SYMBOL_GPL(gpucg_unregister_device);
+
+/**
+ * gpucg_put_device() - drop the driver's reference to a device
+ * @dev: handle from gpucg_register_device(); NULL is ignored
+ *
+ * Context: any context.
+ */
+void gpucg_put_device(struct gpucg_device *dev)
+{
+	if (!IS_ERR_OR_NULL(dev))
+		kref_put(&dev->ref, gpucg_device_free);
+}
+EXPORT_SYMBOL_GPL(gpucg_put_device);
 
 static struct gpucg_device *gpucg_device_find(dev_t devt)
 {
@@ -160,35 +194,144 @@ static struct gpucg_device *gpucg_device_find(dev_t devt)
 
 	lockdep_assert_held(&gpucg_mutex);
 	xa_for_each(&gpucg_devices, id, dev)
-		if (dev->devt == devt)
+		if (dev->devt == devt && !dev->dead)
 			return dev;
 	return NULL;
 }
 
-static struct gpucg_pool *gpucg_pool_get(struct gpucg *cg,
-					 struct gpucg_device *dev)
+static struct gpucg_pool *gpucg_pool_create(struct gpucg *cg,
+					    struct gpucg_device *dev)
 {
-	struct gpucg_pool *pool;
+	struct gpucg *parent = gpucg_parent(cg);
+	struct gpucg_pool *pool, *ppool = NULL;
 	int ret;
 
-	lockdep_assert_held(&gpucg_mutex);
-	pool = xa_load(&cg->pools, dev->id);
-	if (pool)
-		return pool;
+	if (parent != &gpucg_root)
+		ppool = xa_load(&parent->pools, dev->id);
 
 	pool = kzalloc(sizeof(*pool), GFP_KERNEL);
 	if (!pool)
 		return ERR_PTR(-ENOMEM);
 	pool->cg = cg;
 	pool->dev = dev;
+	pool->mem_max = U64_MAX;
+	page_counter_init(&pool->mem, ppool ? &ppool->mem : NULL, false);
 	ret = xa_insert(&cg->pools, dev->id, pool, GFP_KERNEL);
 	if (ret) {
 		kfree(pool);
 		return ERR_PTR(ret);
 	}
-	list_add(&pool->dev_node, &dev->pools);
+	kref_get(&dev->ref);
 	return pool;
 }
+
+/*
+ * Returns the pool of @cg on @dev. Its page counter hangs from the parent's
+ * pool, so missing pools are created top-down from the highest ancestor
+ * that lacks one.
+ */
+static struct gpucg_pool *gpucg_pool_get(struct gpucg *cg,
+					 struct gpucg_device *dev)
+{
+	struct gpucg_pool *pool;
+	struct gpucg *top, *parent;
+
+	lockdep_assert_held(&gpucg_mutex);
+	pool = xa_load(&cg->pools, dev->id);
+	while (!pool) {
+		top = cg;
+		while ((parent = gpucg_parent(top)) != &gpucg_root &&
+		       !xa_load(&parent->pools, dev->id))
+			top = parent;
+		pool = gpucg_pool_create(top, dev);
+		if (IS_ERR(pool) || top == cg)
+			return pool;
+		pool = NULL;
+	}
+	return pool;
+}
+
+static void gpucg_mem_event(struct gpucg_pool *pool, struct gpucg_pool *limit)
+{
+	atomic64_inc(&limit->events_local);
+	cgroup_file_notify(&limit->cg->events_local_file);
+	for (;;) {
+		atomic64_inc(&pool->events);
+		cgroup_file_notify(&pool->cg->events_file);
+		if (pool == limit)
+			break;
+		pool = xa_load(&gpucg_parent(pool->cg)->pools, pool->dev->id);
+	}
+}
+
+/**
+ * gpucg_try_charge_mem() - charge a buffer to the current task's cgroup
+ * @dev: the device the buffer belongs to; NULL charges nothing
+ * @size: the buffer's size in bytes
+ * @poolp: where to store what gpucg_uncharge_mem() needs, NULL if nothing
+ *	   was charged
+ *
+ * The charge pins the cgroup until it is uncharged.
+ *
+ * Context: process context, may sleep.
+ * Return: 0, or -ENOMEM if a limit on the path does not allow it.
+ */
+int gpucg_try_charge_mem(struct gpucg_device *dev, u64 size,
+			 struct gpucg_pool **poolp)
+{
+	unsigned long nr_pages = DIV_ROUND_UP_ULL(size, PAGE_SIZE);
+	struct cgroup_subsys_state *css;
+	struct page_counter *fail;
+	struct gpucg_pool *pool;
+	struct gpucg *cg;
+
+	*poolp = NULL;
+	if (!dev || READ_ONCE(dev->dead) || (current->flags & PF_KTHREAD))
+		return 0;
+
+	css = task_get_css(current, gpu_cgrp_id);
+	cg = css_gpucg(css);
+	if (cg == &gpucg_root) {
+		css_put(css);
+		return 0;
+	}
+
+	pool = xa_load(&cg->pools, dev->id);
+	if (!pool) {
+		mutex_lock(&gpucg_mutex);
+		pool = gpucg_pool_get(cg, dev);
+		mutex_unlock(&gpucg_mutex);
+		if (IS_ERR(pool)) {
+			css_put(css);
+			return PTR_ERR(pool);
+		}
+	}
+
+	if (!page_counter_try_charge(&pool->mem, nr_pages, &fail)) {
+		gpucg_mem_event(pool, container_of(fail, struct gpucg_pool, mem));
+		css_put(css);
+		return -ENOMEM;
+	}
+	*poolp = pool;
+	return 0;
+}
+EXPORT_SYMBOL_GPL(gpucg_try_charge_mem);
+
+/**
+ * gpucg_uncharge_mem() - undo gpucg_try_charge_mem()
+ * @pool: what gpucg_try_charge_mem() stored; NULL is ignored
+ * @size: the size that was charged
+ *
+ * Context: any context.
+ */
+void gpucg_uncharge_mem(struct gpucg_pool *pool, u64 size)
+{
+	if (!pool)
+		return;
+	page_counter_uncharge(&pool->mem, DIV_ROUND_UP_ULL(size, PAGE_SIZE));
+	css_put(&pool->cg->css);
+}
+EXPORT_SYMBOL_GPL(gpucg_uncharge_mem);
 
 static struct cgroup_subsys_state *
 gpucg_css_alloc(struct cgroup_subsys_state *parent_css)
@@ -213,12 +356,11 @@ static void gpucg_css_free(struct cgroup_subsys_state *css)
 	struct gpucg_pool *pool;
 	unsigned long id;
 
-	mutex_lock(&gpucg_mutex);
+	/* no charge is left: each would hold a reference on @css */
 	xa_for_each(&cg->pools, id, pool) {
-		list_del(&pool->dev_node);
-		kfree_rcu(pool, rcu);
+		gpucg_put_device(pool->dev);
+		kfree(pool);
 	}
-	mutex_unlock(&gpucg_mutex);
 	xa_destroy(&cg->pools);
 	if (cg != &gpucg_root)
 		kfree(cg);
@@ -283,7 +425,7 @@ static int gpu_weight_show(struct seq_file *sf, void *v)
 	seq_printf(sf, "%s %u\n", GPUCG_DEFAULT_STR, READ_ONCE(cg->weight));
 	mutex_lock(&gpucg_mutex);
 	xa_for_each(&cg->pools, id, pool)
-		if (pool->weight)
+		if (pool->weight && !pool->dev->dead)
 			seq_printf(sf, "%u:%u %u\n", MAJOR(pool->dev->devt),
 				   MINOR(pool->dev->devt), pool->weight);
 	mutex_unlock(&gpucg_mutex);
@@ -371,6 +513,139 @@ static int gpu_priority_effective_show(struct seq_file *sf, void *v)
 	return 0;
 }
 
+/* "4096", "512K", "2G" or "max" (U64_MAX) */
+static int gpucg_parse_bytes(char *s, u64 *bytes)
+{
+	size_t len = strlen(s);
+	unsigned int shift = 0;
+	u64 v;
+	int ret;
+
+	if (!strcmp(s, "max")) {
+		*bytes = U64_MAX;
+		return 0;
+	}
+	if (len) {
+		switch (s[len - 1]) {
+		case 'K': case 'k':
+			shift = 10;
+			break;
+		case 'M': case 'm':
+			shift = 20;
+			break;
+		case 'G': case 'g':
+			shift = 30;
+			break;
+		case 'T': case 't':
+			shift = 40;
+			break;
+		}
+		if (shift)
+			s[len - 1] = '\0';
+	}
+	ret = kstrtou64(s, 10, &v);
+	if (ret)
+		return ret;
+	if (check_shl_overflow(v, shift, &v) || v == U64_MAX)
+		return -ERANGE;
+	*bytes = v;
+	return 0;
+}
+
+enum gpucg_mem_file {
+	GPUCG_MEM_MAX,
+	GPUCG_MEM_CURRENT,
+	GPUCG_MEM_PEAK,
+	GPUCG_MEM_EVENTS,
+	GPUCG_MEM_EVENTS_LOCAL,
+};
+
+/* One line per registered device, whether or not @cg has used it. */
+static int gpu_memory_show(struct seq_file *sf, void *v)
+{
+	struct gpucg *cg = css_gpucg(seq_css(sf));
+	enum gpucg_mem_file file = seq_cft(sf)->private;
+	struct gpucg_device *dev;
+	struct gpucg_pool *pool;
+	unsigned long id;
+	u64 val;
+
+	mutex_lock(&gpucg_mutex);
+	xa_for_each(&gpucg_devices, id, dev) {
+		if (dev->dead)
+			continue;
+		pool = xa_load(&cg->pools, id);
+		seq_printf(sf, "%u:%u ", MAJOR(dev->devt), MINOR(dev->devt));
+		switch (file) {
+		case GPUCG_MEM_MAX:
+			val = pool ? pool->mem_max : U64_MAX;
+			if (val == U64_MAX)
+				seq_puts(sf, "max\n");
+			else
+				seq_printf(sf, "%llu\n", val);
+			break;
+		case GPUCG_MEM_CURRENT:
+			val = pool ? page_counter_read(&pool->mem) : 0;
+			seq_printf(sf, "%llu\n", val * PAGE_SIZE);
+			break;
+		case GPUCG_MEM_PEAK:
+			val = pool ? READ_ONCE(pool->mem.watermark) : 0;
+			seq_printf(sf, "%llu\n", val * PAGE_SIZE);
+			break;
+		case GPUCG_MEM_EVENTS:
+			val = pool ? atomic64_read(&pool->events) : 0;
+			seq_printf(sf, "max=%llu\n", val);
+			break;
+		case GPUCG_MEM_EVENTS_LOCAL:
+			val = pool ? atomic64_read(&pool->events_local) : 0;
+			seq_printf(sf, "max=%llu\n", val);
+			break;
+		}
+	}
+	mutex_unlock(&gpucg_mutex);
+	return 0;
+}
+
+/* "MAJ:MIN BYTES" or "MAJ:MIN max" */
+static ssize_t gpu_memory_max_write(struct kernfs_open_file *of, char *buf,
+				    size_t nbytes, loff_t off)
+{
+	struct gpucg *cg = css_gpucg(of_css(of));
+	struct gpucg_device *dev;
+	struct gpucg_pool *pool;
+	unsigned long pages;
+	char *words[2];
+	dev_t devt;
+	u64 bytes;
+	int ret;
+
+	if (gpucg_split(buf, words, 2) != 2)
+		return -EINVAL;
+	ret = gpucg_parse_devt(words[0], &devt);
+	if (ret)
+		return ret;
+	ret = gpucg_parse_bytes(words[1], &bytes);
+	if (ret)
+		return ret;
+	pages = min_t(u64, bytes >> PAGE_SHIFT, PAGE_COUNTER_MAX);
+
+	mutex_lock(&gpucg_mutex);
+	dev = gpucg_device_find(devt);
+	pool = dev ? gpucg_pool_get(cg, dev) : ERR_PTR(-EINVAL);
+	if (IS_ERR(pool)) {
+		ret = PTR_ERR(pool);
+	} else {
+		pool->mem_max = bytes;
+		/*
+		 * Not page_counter_set_max(): a limit below the usage is
+		 * taken and stops further charges.
+		 */
+		WRITE_ONCE(pool->mem.max, pages);
+	}
+	mutex_unlock(&gpucg_mutex);
+	return ret ?: nbytes;
+}
+
 static struct cftype gpucg_files[] = {
 	{
 		.name = "weight",
@@ -388,6 +663,39 @@ static struct cftype gpucg_files[] = {
 		.name = "priority.effective",
 		.flags = CFTYPE_NOT_ON_ROOT,
 		.seq_show = gpu_priority_effective_show,
+	},
+	{
+		.name = "memory.max",
+		.flags = CFTYPE_NOT_ON_ROOT,
+		.seq_show = gpu_memory_show,
+		.write = gpu_memory_max_write,
+		.private = GPUCG_MEM_MAX,
+	},
+	{
+		.name = "memory.current",
+		.flags = CFTYPE_NOT_ON_ROOT,
+		.seq_show = gpu_memory_show,
+		.private = GPUCG_MEM_CURRENT,
+	},
+	{
+		.name = "memory.peak",
+		.flags = CFTYPE_NOT_ON_ROOT,
+		.seq_show = gpu_memory_show,
+		.private = GPUCG_MEM_PEAK,
+	},
+	{
+		.name = "memory.events",
+		.flags = CFTYPE_NOT_ON_ROOT,
+		.seq_show = gpu_memory_show,
+		.file_offset = offsetof(struct gpucg, events_file),
+		.private = GPUCG_MEM_EVENTS,
+	},
+	{
+		.name = "memory.events.local",
+		.flags = CFTYPE_NOT_ON_ROOT,
+		.seq_show = gpu_memory_show,
+		.file_offset = offsetof(struct gpucg, events_local_file),
+		.private = GPUCG_MEM_EVENTS_LOCAL,
 	},
 	{ }	/* terminate */
 };

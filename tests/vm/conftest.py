@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pycgpu.cgroup import Cgroup, find_mount
+from pycgpu.drm import driver_version
 from pycgpu.formats import DevT
 
 if not os.environ.get("PYCGPU_IN_VM"):
@@ -30,15 +32,45 @@ def cgroup(mount: Path) -> Iterator[Cgroup]:
     cg.remove(recursive=True)
 
 
-def render_node(driver: str) -> tuple[Path, DevT]:
-    for sysdev in sorted(Path("/sys/class/drm").glob("renderD*")):
-        drv = sysdev / "device" / "driver"
-        if drv.exists() and drv.resolve().name == driver:
-            st = os.stat(f"/dev/dri/{sysdev.name}")
-            return Path(f"/dev/dri/{sysdev.name}"), DevT(os.major(st.st_rdev), os.minor(st.st_rdev))
-    raise LookupError(f"no render node of driver {driver}")
+def drm_node(driver: str, prefix: str) -> Path:
+    """The first /dev/dri node named PREFIX* whose driver is DRIVER (asked
+    with DRM_IOCTL_VERSION: virtual devices have no driver link in sysfs)."""
+    for node in sorted(Path("/dev/dri").glob(f"{prefix}*")):
+        version = driver_version(node)
+        if version is not None and version.name == driver:
+            return node
+    raise LookupError(f"no /dev/dri/{prefix}* node of driver {driver}")
+
+
+def devt_of(node: Path) -> DevT:
+    st = os.stat(node)
+    return DevT(os.major(st.st_rdev), os.minor(st.st_rdev))
 
 
 @pytest.fixture(scope="session")
 def vgem() -> DevT:
-    return render_node("vgem")[1]
+    """vgem's device key: the MAJ:MIN of its render node."""
+    return devt_of(drm_node("vgem", "renderD"))
+
+
+@pytest.fixture(scope="session")
+def vgem_card() -> Path:
+    """vgem's card node: dumb buffers are created there, charged to the
+    render node's device key."""
+    return drm_node("vgem", "card")
+
+
+@pytest.fixture(scope="session")
+def simgpu_nodes() -> list[Path]:
+    """The render nodes of the simulated GPU (the out-of-tree module built by
+    tools/kernel.sh ext), loaded with two devices if it is not loaded yet."""
+    if not Path("/sys/module/simgpu").exists():
+        ko = Path(os.environ.get("PYCGPU_EXT", "")) / "simgpu.ko"
+        subprocess.run(["insmod", str(ko), "devices=2"], check=True)
+    nodes = []
+    for node in sorted(Path("/dev/dri").glob("renderD*")):
+        version = driver_version(node)
+        if version is not None and version.name == "simgpu":
+            nodes.append(node)
+    assert nodes, "simgpu loaded but no render node of it"
+    return nodes

@@ -1,0 +1,42 @@
+"""Shared helpers for the benchmarks: result files and tables."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def machine() -> dict[str, str | int]:
+    return {
+        "kernel": platform.release(),
+        "cpus": os.cpu_count() or 0,
+        "in_vm": bool(os.environ.get("PYCGPU_IN_VM")),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def save(name: str, result: dict) -> Path:
+    """Writes bench/results/NAME.json (atomically) and returns its path."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps({**result, "machine": machine()}, indent=2) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def table(title: str, rows: list[tuple[str, str]]) -> None:
+    width = max(len(k) for k, _ in rows)
+    print(f"\n{title}")
+    for key, value in rows:
+        print(f"  {key:<{width}}  {value}")

@@ -1,0 +1,35 @@
+"""`make bench`: every benchmark in turn (each writes bench/results/NAME.json).
+
+Usage: bench/run.py [NAME...]   (default: all of BENCHMARKS)
+"""
+
+from __future__ import annotations
+
+import runpy
+import sys
+from pathlib import Path
+
+BENCHMARKS = ["memory", "sched", "cli"]
+HERE = Path(__file__).resolve().parent
+
+
+def main(argv: list[str]) -> int:
+    names = argv or BENCHMARKS
+    unknown = sorted(set(names) - set(BENCHMARKS))
+    if unknown:
+        print(f"unknown benchmark(s): {', '.join(unknown)}; known: {', '.join(BENCHMARKS)}")
+        return 2
+    sys.path.insert(0, str(HERE))
+    failed = 0
+    for name in names:
+        try:
+            runpy.run_path(str(HERE / f"{name}.py"), run_name="__main__")
+        except SystemExit as e:
+            if e.code:
+                print(f"bench {name}: exit {e.code}")
+                failed += 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

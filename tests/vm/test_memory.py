@@ -1,0 +1,259 @@
+"""gpu.memory.*: limits, usage, peak and events, charged at the DRM GEM core,
+exercised through vgem's dumb buffers (../shared/DESIGN.md section 2)."""
+
+from __future__ import annotations
+
+import errno
+import multiprocessing
+import os
+import random
+import select
+import time
+
+import pytest
+from workers import PAGE, Worker
+
+from pycgpu import formats
+from pycgpu.cgroup import Cgroup
+
+MB = 1 << 20
+
+
+def mem(cg: Cgroup, name: str, dev: formats.DevT) -> int | None:
+    return formats.parse_flat_keyed(cg.read(f"gpu.memory.{name}"))[dev]
+
+
+def events(cg: Cgroup, dev: formats.DevT, local: bool = False) -> int:
+    name = "gpu.memory.events.local" if local else "gpu.memory.events"
+    return formats.parse_nested_keyed(cg.read(name))[dev]["max"]
+
+
+def set_max(cg: Cgroup, dev: formats.DevT, value: str) -> None:
+    cg.write("gpu.memory.max", f"{dev} {value}")
+
+
+def refused(fn, *args) -> int:
+    with pytest.raises(OSError) as e:
+        fn(*args)
+    return e.value.errno
+
+
+def test_files_and_defaults(cgroup, vgem):
+    for name in ("max", "current", "peak", "events", "events.local"):
+        assert (cgroup.path / f"gpu.memory.{name}").exists()
+    assert f"{vgem} max\n" in cgroup.read("gpu.memory.max")
+    assert mem(cgroup, "current", vgem) == 0
+    assert mem(cgroup, "peak", vgem) == 0
+    assert f"{vgem} max=0\n" in cgroup.read("gpu.memory.events")
+    assert f"{vgem} max=0\n" in cgroup.read("gpu.memory.events.local")
+
+
+def test_charge_and_uncharge(cgroup, vgem, vgem_card):
+    with Worker(cgroup.path, vgem_card) as w:
+        h = w.alloc(4 * PAGE)
+        assert mem(cgroup, "current", vgem) == 4 * PAGE
+        w.free(h)
+        assert mem(cgroup, "current", vgem) == 0
+        assert mem(cgroup, "peak", vgem) == 4 * PAGE
+
+
+@pytest.mark.parametrize("slack", [0, 100, PAGE - 1])
+def test_limit_holds_at_the_exact_byte_boundary(cgroup, vgem, vgem_card, slack):
+    set_max(cgroup, vgem, str(16 * PAGE + slack))
+    assert mem(cgroup, "max", vgem) == 16 * PAGE + slack
+    with Worker(cgroup.path, vgem_card) as w:
+        w.alloc(15 * PAGE)
+        assert refused(w.alloc, 2 * PAGE) == errno.ENOMEM
+        w.alloc(PAGE)
+        assert mem(cgroup, "current", vgem) == 16 * PAGE
+        assert refused(w.alloc, PAGE) == errno.ENOMEM
+        assert events(cgroup, vgem) == 2
+        assert events(cgroup, vgem, local=True) == 2
+    assert mem(cgroup, "current", vgem) == 0
+
+
+def test_max_removes_the_limit(cgroup, vgem, vgem_card):
+    set_max(cgroup, vgem, str(PAGE))
+    with Worker(cgroup.path, vgem_card) as w:
+        assert refused(w.alloc, 2 * PAGE) == errno.ENOMEM
+        set_max(cgroup, vgem, "max")
+        assert mem(cgroup, "max", vgem) is None
+        w.alloc(64 * PAGE)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("1K", 1 << 10), ("3k", 3 << 10), ("512M", 512 * MB), ("2G", 2 << 30), ("1T", 1 << 40),
+     ("4096", 4096), ("+8192", 8192), ("0", 0)],
+)
+def test_size_suffixes(cgroup, vgem, text, value):
+    set_max(cgroup, vgem, text)
+    assert mem(cgroup, "max", vgem) == value
+
+
+def test_parent_limit_caps_the_sum_of_its_children(cgroup, vgem, vgem_card):
+    a, b = cgroup.child("a"), cgroup.child("b")
+    a.create()
+    b.create()
+    set_max(cgroup, vgem, str(10 * PAGE))
+    with Worker(a.path, vgem_card) as wa, Worker(b.path, vgem_card) as wb:
+        wa.alloc(6 * PAGE)
+        assert refused(wb.alloc, 5 * PAGE) == errno.ENOMEM
+        wb.alloc(4 * PAGE)
+        assert mem(cgroup, "current", vgem) == 10 * PAGE
+        assert (mem(a, "current", vgem), mem(b, "current", vgem)) == (6 * PAGE, 4 * PAGE)
+        # the refusal counts where the limit was hit, and from b up to there
+        assert events(cgroup, vgem, local=True) == 1
+        assert events(cgroup, vgem) == 1
+        assert events(b, vgem) == 1
+        assert events(b, vgem, local=True) == 0
+        assert events(a, vgem) == 0
+        # a child's own limit: counted locally there, not in the parent
+        set_max(a, vgem, str(6 * PAGE))
+        assert refused(wa.alloc, PAGE) == errno.ENOMEM
+        assert events(a, vgem, local=True) == 1
+        assert events(a, vgem) == 1
+        assert events(cgroup, vgem) == 1
+    assert mem(cgroup, "current", vgem) == 0
+
+
+def test_events_wake_a_poll_waiter(cgroup, vgem, vgem_card):
+    set_max(cgroup, vgem, "0")
+    fd = os.open(cgroup.path / "gpu.memory.events", os.O_RDONLY)
+    try:
+        os.read(fd, 4096)
+        poller = select.poll()
+        poller.register(fd, select.POLLPRI)
+        assert poller.poll(0) == []
+        with Worker(cgroup.path, vgem_card) as w:
+            assert refused(w.alloc, PAGE) == errno.ENOMEM
+        assert poller.poll(2000), "no notification on gpu.memory.events"
+        os.lseek(fd, 0, os.SEEK_SET)
+        assert f"{vgem} max=1" in os.read(fd, 4096).decode()
+    finally:
+        os.close(fd)
+
+
+def test_limit_below_usage_succeeds_and_blocks_growth(cgroup, vgem, vgem_card):
+    with Worker(cgroup.path, vgem_card) as w:
+        handles = [w.alloc(PAGE) for _ in range(8)]
+        set_max(cgroup, vgem, str(4 * PAGE))
+        assert mem(cgroup, "max", vgem) == 4 * PAGE
+        assert mem(cgroup, "current", vgem) == 8 * PAGE
+        assert refused(w.alloc, PAGE) == errno.ENOMEM
+        for h in handles[:5]:
+            w.free(h)
+        assert mem(cgroup, "current", vgem) == 3 * PAGE
+        w.alloc(PAGE)
+        assert refused(w.alloc, PAGE) == errno.ENOMEM
+    assert mem(cgroup, "current", vgem) == 0
+    assert mem(cgroup, "peak", vgem) == 8 * PAGE
+
+
+def test_migration_leaves_charges_and_rmdir_lingers(cgroup, vgem, vgem_card):
+    a, b = cgroup.child("a"), cgroup.child("b")
+    a.create()
+    b.create()
+    with Worker(a.path, vgem_card) as w:
+        h = w.alloc(3 * PAGE)
+        w.move(b.path)
+        assert mem(a, "current", vgem) == 3 * PAGE
+        assert mem(b, "current", vgem) == 0
+        h2 = w.alloc(PAGE)  # new buffers go to the new cgroup
+        assert mem(b, "current", vgem) == PAGE
+        a.remove()  # no tasks left: rmdir works, the charge lingers
+        assert not a.exists()
+        assert mem(cgroup, "current", vgem) == 4 * PAGE
+        w.free(h)
+        assert mem(cgroup, "current", vgem) == PAGE
+        w.free(h2)
+    assert mem(cgroup, "current", vgem) == 0
+
+
+def test_shared_buffer_is_charged_once_to_its_creator(cgroup, vgem, vgem_card):
+    a, b = cgroup.child("a"), cgroup.child("b")
+    a.create()
+    b.create()
+    set_max(b, vgem, "0")  # b could not pay for anything
+    with Worker(a.path, vgem_card) as wa, Worker(b.path, vgem_card) as wb:
+        h = wa.alloc(5 * PAGE)
+        hb = wa.give(h, wb)
+        assert hb > 0
+        assert mem(a, "current", vgem) == 5 * PAGE
+        assert mem(b, "current", vgem) == 0
+        wa.free(h)  # b's handle keeps the buffer, and the charge stays with a
+        assert mem(a, "current", vgem) == 5 * PAGE
+        wb.free(hb)
+        assert mem(a, "current", vgem) == 0
+    assert events(b, vgem) == 0
+
+
+def _churn(path, node, seconds, seed):
+    rng = random.Random(seed)
+    held = []
+    w = Worker(path, node)
+    deadline = time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline:
+            if held and (len(held) > 16 or rng.random() < 0.5):
+                w.free(held.pop(rng.randrange(len(held))))
+            else:
+                try:
+                    held.append(w.alloc(rng.randint(1, 8) * PAGE))
+                except OSError as e:
+                    assert e.errno == errno.ENOMEM
+        for h in held:
+            w.free(h)
+    finally:
+        w.close()
+
+
+def test_concurrent_alloc_and_free_balance_to_zero(cgroup, vgem, vgem_card):
+    groups = [cgroup.child(f"g{i}") for i in range(4)]
+    for g in groups:
+        g.create()
+        set_max(g, vgem, str(48 * PAGE))  # tight: some allocations fail
+    set_max(cgroup, vgem, str(150 * PAGE))
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_churn, args=(groups[i % 4].path, str(vgem_card), 10, i))
+             for i in range(8)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    for g in [cgroup, *groups]:
+        assert mem(g, "current", vgem) == 0, g
+    assert mem(cgroup, "peak", vgem) <= 150 * PAGE
+
+
+MAX_EINVAL = ["abc", "100", "max", "{dev}", "{dev} abc", "{dev} -1", "{dev} 1.5G", "{dev} 10X",
+              "{dev} 100 200", "7:7 100", "226:9999 100", "{dev} max max", "\n", "{dev} 0x10",
+              "{dev} K"]
+MAX_ERANGE = ["{dev} 99999999999999999999", "{dev} 99999999999G", "{dev} 18446744073709551615",
+              "{dev} 16777216T"]
+
+
+@pytest.mark.parametrize(
+    ("write", "err"),
+    [(w, errno.EINVAL) for w in MAX_EINVAL] + [(w, errno.ERANGE) for w in MAX_ERANGE],
+)
+def test_bad_max_writes_fail_and_change_nothing(cgroup, vgem, write, err):
+    set_max(cgroup, vgem, "12345")
+    before = cgroup.read("gpu.memory.max")
+    with pytest.raises(OSError) as e:
+        cgroup.write("gpu.memory.max", write.format(dev=vgem))
+    assert e.value.errno == err
+    assert cgroup.read("gpu.memory.max") == before
+
+
+@pytest.mark.parametrize(
+    "name", ["gpu.memory.current", "gpu.memory.peak", "gpu.memory.events",
+             "gpu.memory.events.local"]
+)
+def test_read_only_files_refuse_writes(cgroup, vgem, name):
+    before = cgroup.read(name)
+    with pytest.raises(OSError) as e:
+        cgroup.write(name, f"{vgem} 0")
+    assert e.value.errno == errno.EINVAL  # as root: see test_controller.py
+    assert cgroup.read(name) == before
