@@ -61,7 +61,6 @@ cmd_apply() {
 	local -a info
 	cmd_prepare
 	tmp=$(mktemp -d)
-	trap 'rm -rf "$tmp"' RETURN
 	parent=$(git -C "$SRC" rev-parse "$BASE_TAG")
 	while read -r patch files; do
 		[ -f "$SERIES_DIR/$patch" ] || die "series names $patch, which is missing"
@@ -94,6 +93,7 @@ cmd_apply() {
 		)
 		parent=$commit
 	done < <(series_lines)
+	rm -rf "$tmp"
 	if [ "$(git -C "$SRC" rev-parse -q --verify HEAD || true)" = "$parent" ] &&
 		[ -z "$(git -C "$SRC" status --porcelain --untracked-files=no)" ]; then
 		say "series already applied ($(git -C "$SRC" rev-parse --short HEAD))"
