@@ -9,7 +9,7 @@ import runpy
 import sys
 from pathlib import Path
 
-BENCHMARKS = ["memory", "sched", "cli"]
+BENCHMARKS = ["memory", "sched", "cli", "monitor"]
 HERE = Path(__file__).resolve().parent
 
 

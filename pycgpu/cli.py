@@ -25,7 +25,17 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .commands import cmd_check, cmd_devices, cmd_exec, cmd_show, cmd_tree
+from .commands import (
+    cmd_cdi,
+    cmd_check,
+    cmd_devices,
+    cmd_exec,
+    cmd_image,
+    cmd_monitor,
+    cmd_oci,
+    cmd_show,
+    cmd_tree,
+)
 from .commands.common import State
 
 EPILOG = """\b
@@ -82,5 +92,6 @@ def main(ctx: click.Context, cgroup_root: Path | None, sysfs_root: Path, dev_roo
 
 
 for _command in (cmd_devices.devices, cmd_tree.create, cmd_tree.set_, cmd_show.show, cmd_tree.rm,
-                 cmd_exec.exec_, cmd_check.check):
+                 cmd_exec.exec_, cmd_check.check,
+                 cmd_oci.oci, cmd_cdi.cdi, cmd_image.image, *cmd_monitor.COMMANDS):
     main.add_command(_command)

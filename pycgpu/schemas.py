@@ -128,3 +128,95 @@ CHECK_SCHEMA: dict[str, Any] = {
 }
 
 SCHEMAS = {SHOW_V1: SHOW_SCHEMA, DEVICES_V1: DEVICES_SCHEMA, CHECK_V1: CHECK_SCHEMA}
+
+
+# pycgpu stat --json ---------------------------------------------------------------
+
+STAT_V1 = "pycgpu.stat/v1"
+
+_PCT = {"type": ["number", "null"], "minimum": 0}
+_NONNEG = {"type": "integer", "minimum": 0}
+
+STAT_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": STAT_V1,
+    "type": "object",
+    "required": ["schema", "source", "cgroup_root", "time", "interval_s", "devices", "groups",
+                 "errors"],
+    "properties": {
+        "schema": {"const": STAT_V1},
+        "source": {"enum": ["kernel", "fdinfo"]},
+        "cgroup_root": _STR_OR_NULL,
+        "time": {"type": "number"},  # Unix time of the last read
+        "interval_s": {"type": ["number", "null"]},  # null: one read, no percentages
+        "devices": _per_device({
+            "type": "object", "required": ["node"], "properties": {"node": _STR_OR_NULL}}),
+        "groups": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["path", "leaf", "container", "devices"],
+                "properties": {
+                    "path": {"type": "string", "pattern": "^/"},
+                    "leaf": {"type": "boolean"},
+                    "container": {
+                        "type": ["object", "null"],
+                        "required": ["runtime", "id", "name", "pod", "pod_uid", "namespace",
+                                     "qos"],
+                        "properties": {
+                            "runtime": {"enum": ["docker", "containerd", "cri-o", "podman",
+                                                 "cri", "lxc", "systemd"]},
+                            "id": {"type": "string"},
+                            "name": _STR_OR_NULL,
+                            "pod": _STR_OR_NULL,
+                            "pod_uid": _STR_OR_NULL,
+                            "namespace": _STR_OR_NULL,
+                            "qos": {"enum": ["guaranteed", "burstable", "besteffort", None]},
+                        },
+                    },
+                    "priority": _INT,
+                    "priority_effective": _INT,
+                    "pids": {"type": "array", "items": _INT},
+                    "devices": _per_device({
+                        "type": "object",
+                        "properties": {
+                            "gpu_time_usec": _NONNEG,
+                            "wait_usec": _NONNEG,
+                            "gpu_percent": _PCT,
+                            "wait_percent": _PCT,
+                            "engines": {
+                                "type": "object",
+                                "additionalProperties": {
+                                    "type": "object",
+                                    "required": ["busy_ns", "capacity"],
+                                    "properties": {"busy_ns": _NONNEG,
+                                                   "capacity": {"type": "integer",
+                                                                "minimum": 1},
+                                                   "percent": _PCT},
+                                },
+                            },
+                            "memory": {
+                                "type": "object",
+                                "properties": {"current": _NONNEG,
+                                               "max": {"type": ["integer", "null"]},
+                                               "peak": _NONNEG,
+                                               "limit_hits": _NONNEG},
+                            },
+                            "regions": {
+                                "type": "object",
+                                "additionalProperties": {"type": "object",
+                                                         "additionalProperties": _NONNEG},
+                            },
+                            "weight": _INT,
+                            "clients": _NONNEG,
+                            "driver": {"type": "string"},
+                        },
+                    }),
+                },
+            },
+        },
+        "errors": {"type": "array", "items": {"type": "string"}},
+    },
+}
+
+SCHEMAS[STAT_V1] = STAT_SCHEMA

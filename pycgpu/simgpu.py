@@ -117,7 +117,7 @@ class Load:
     a simgpu engine until stop(): it saturates the engine on its own."""
 
     def __init__(self, node: str | Path, cgroup: str | Path | None, duration_ns: int,
-                 depth: int = 3, priority: int = 0, engine: int = 0) -> None:
+                 depth: int = 6, priority: int = 0, engine: int = 0) -> None:
         ctx = multiprocessing.get_context("fork")
         self._stop, ready = ctx.Event(), ctx.Event()
         self.proc = ctx.Process(

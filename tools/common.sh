@@ -11,6 +11,8 @@ KTARBALL=${PYCGPU_KERNEL_TARBALL:-/usr/src/linux-source-6.12.tar.xz}
 KPACKAGE=linux-source-6.12
 VENV=$ROOT/.venv
 JOBS=${JOBS:-$(nproc)}
+# virtme-ng comes with the project's venv (tools/setup-host.sh)
+PATH=$VENV/bin:$PATH
 
 say() { printf '[%s] %s\n' "${0##*/}" "$*" >&2; }
 die() { say "error: $*"; exit 1; }

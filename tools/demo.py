@@ -1,19 +1,24 @@
-"""The main job of `make demo`, run as root inside the VM: shows the gpu
-controller of the running kernel at work, step by step."""
+"""The main job of `make demo`, run as root inside the VM: the gpu controller
+of the running kernel at work on the simulated GPU, step by step."""
 
 from __future__ import annotations
 
 import errno
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
+from pycgpu import formats
 from pycgpu.cgroup import Cgroup, CgroupError, find_mount
-from pycgpu.formats import DevT
+from pycgpu.simgpu import Load, SimGpu, render_nodes
+
+JOB_NS = 2_000_000
 
 
 def step(title: str) -> None:
-    print(f"\n== {title}")
+    print(f"\n== {title}", flush=True)
 
 
 def show(cg: Cgroup, *files: str) -> None:
@@ -22,12 +27,17 @@ def show(cg: Cgroup, *files: str) -> None:
         print(f"   {cg.name}/{name}: {text}")
 
 
-def render_nodes() -> list[tuple[str, DevT]]:
-    nodes = []
-    for node in sorted(Path("/dev/dri").glob("renderD*")):
-        st = os.stat(node)
-        nodes.append((node.name, DevT(os.major(st.st_rdev), os.minor(st.st_rdev))))
-    return nodes
+def usage_us(cg: Cgroup, dev: formats.DevT) -> int:
+    return formats.parse_nested_keyed(cg.read("gpu.stat"))[dev]["usage_usec"]
+
+
+def simgpu() -> tuple[Path, formats.DevT]:
+    if not Path("/sys/module/simgpu").exists():
+        ko = Path(os.environ.get("PYCGPU_EXT", "")) / "simgpu.ko"
+        subprocess.run(["insmod", str(ko)], check=True)
+    node = render_nodes()[0]
+    st = os.stat(node)
+    return node, formats.DevT(os.major(st.st_rdev), os.minor(st.st_rdev))
 
 
 def main() -> int:
@@ -37,41 +47,67 @@ def main() -> int:
 
     step("the gpu controller is built in")
     print(f"   {mount}/cgroup.controllers: {' '.join(sorted(root.controllers()))}")
-    nodes = render_nodes()
-    for name, dev in nodes:
-        print(f"   render node /dev/dri/{name} -> device key {dev}")
-    if not nodes:
-        print("   no render node: nothing to control")
-        return 1
-    dev = nodes[0][1]
+    node, dev = simgpu()
+    print(f"   simulated GPU {node} -> device key {dev}")
 
     demo = Cgroup(mount, "pycgpu-demo")
-    a, b = demo.child("team-a"), demo.child("team-b")
+    a, b, vip = demo.child("team-a"), demo.child("team-b"), demo.child("vip")
     try:
-        step("two containers share the GPU 1:3, team-b first in line")
-        for cg in (a, b):
+        for cg in (a, b, vip):
             cg.create()
         a.set_weight(100)
         b.set_weight(300)
-        b.set_weight(600, dev)
-        demo.set_priority(100)
-        b.set_priority(500)
-        show(a, "gpu.weight", "gpu.priority.effective")
-        show(b, "gpu.weight", "gpu.priority", "gpu.priority.effective")
-        print("   team-b asked for priority 500 but its parent caps it at 100")
+        demo.set_priority(500)
+        vip.set_priority(200)
+
+        step("two containers share the GPU 1:3 (gpu.weight 100 and 300)")
+        loads = [Load(node, cg.path, JOB_NS) for cg in (a, b)]
+        try:
+            time.sleep(0.5)
+            before = [usage_us(cg, dev) for cg in (a, b)]
+            time.sleep(3)
+            delta = [usage_us(cg, dev) - u for cg, u in zip((a, b), before, strict=True)]
+            for cg, d in zip((a, b), delta, strict=True):
+                share = 100 * d / sum(delta)
+                print(f"   {cg.name}: {d / 1000:7.0f} ms of GPU time = {share:4.1f}%")
+
+            step("a high-priority container cuts in (gpu.priority 200 > 0)")
+            vip.add_proc(os.getpid())
+            try:
+                with SimGpu(node) as gpu:
+                    waits = [gpu.wait(gpu.submit(JOB_NS)).wait_ns / JOB_NS for _ in range(10)]
+            finally:
+                root.add_proc(os.getpid())
+            print(f"   its jobs waited {min(waits):.2f}..{max(waits):.2f} job lengths to start, "
+                  "while both teams kept 3 jobs each queued")
+        finally:
+            for load in loads:
+                load.stop()
+        show(vip, "gpu.priority", "gpu.priority.effective", "gpu.stat")
+
+        step("a GPU memory limit (gpu.memory.max) refuses what does not fit")
+        a.write("gpu.memory.max", f"{dev} 1M")
+        a.add_proc(os.getpid())
+        try:
+            with SimGpu(node) as gpu:
+                gpu.gem_create(512 << 10)
+                try:
+                    gpu.gem_create(1 << 20)
+                except OSError as e:
+                    print(f"   allocating 1 MiB more: {errno.errorcode[e.errno or 0]}")
+                show(a, "gpu.memory.current", "gpu.memory.max", "gpu.memory.events")
+        finally:
+            root.add_proc(os.getpid())
 
         step("bad input is refused and changes nothing")
         for value in ("0", "banana", "7:7 50"):
             try:
                 a.write("gpu.weight", value)
             except CgroupError as e:
-                name = errno.errorcode.get(e.errno or 0, "?")
-                print(f"   {name}: {e}")
+                print(f"   {errno.errorcode.get(e.errno or 0, '?')}: {e}")
         show(a, "gpu.weight")
     finally:
-        for cg in (a, b, demo):
-            if cg.exists():
-                cg.remove()
+        demo.remove(recursive=True)
     print("\ndemo finished")
     return 0
 

@@ -6,6 +6,7 @@
 #   tools/vm.sh shell        an interactive root shell in the VM
 #   tools/vm.sh accel        print the accelerator the VM will use (kvm|tcg)
 #
+# A run is killed after PYCGPU_VM_TIMEOUT seconds (default 2400).
 # KVM is probed once per host boot with a short timeout (nested KVM hangs at
 # kernel decompression on some hosts) and TCG is used when it fails;
 # PYCGPU_VM_ACCEL=kvm|tcg skips the probe. A run fails when the guest's
@@ -20,6 +21,7 @@ VNG=${VNG:-$VENV/bin/vng}
 MEMORY=${PYCGPU_VM_MEMORY:-4G}
 CPUS=${PYCGPU_VM_CPUS:-2}
 PROBE_TIMEOUT=${PYCGPU_KVM_PROBE_TIMEOUT:-30}
+TIMEOUT=${PYCGPU_VM_TIMEOUT:-2400}     # seconds for one run, boot included
 
 vng_args() {
 	local accel=$1
@@ -70,7 +72,8 @@ cmd_run() {
 	local start=$SECONDS
 	say "booting $(cat "$OUT/include/config/kernel.release") ($mode) for: $*"
 	mkdir -p "$ROOT/bench/results"
-	"$VNG" "${args[@]}" --rwdir "$run" --rwdir "$ROOT/bench/results" \
+	timeout --kill-after=30 "$TIMEOUT" \
+		"$VNG" "${args[@]}" --rwdir "$run" --rwdir "$ROOT/bench/results" \
 		--exec "PYCGPU_VM_OUT=$run PYCGPU_EXT=$EXT bash $ROOT/tools/vm-guest.sh $(printf '%q' "$*")" \
 		</dev/null || rc=$?
 	say "VM finished in $((SECONDS - start))s (exit $rc)"

@@ -11,6 +11,11 @@
  * time. Jobs are not preempted once started, like on an engine without
  * preemption.
  *
+ * An engine keeps its own timeline: a job queued behind another starts when
+ * that one ends, at its start plus its duration, and its timer is set to
+ * that absolute time, so that late timers (as under an emulator) delay the
+ * completion interrupts but not the simulated GPU.
+ *
  * Every file is a gpu controller client whose owner is the task that last
  * submitted on it, following drm_file_update_pid(). fdinfo shows
  * drm-engine-<name> (ns busy) and the drm-total-/drm-resident- memory keys.
@@ -104,7 +109,10 @@ static struct simgpu_device *to_simgpu(struct drm_device *drm)
 	return container_of(drm, struct simgpu_device, drm);
 }
 
-/* Starts the next job, if any, on an idle engine. */
+/*
+ * Starts the next job, if any, on an idle engine, at @now on its timeline
+ * or when the job was queued, whichever is later.
+ */
 static void simgpu_engine_next(struct simgpu_engine *engine, u64 now)
 {
 	struct gpucg_work *work;
@@ -120,10 +128,11 @@ static void simgpu_engine_next(struct simgpu_engine *engine, u64 now)
 		return;
 
 	job = container_of(work, struct simgpu_job, work);
-	job->start_ns = now;
+	job->start_ns = max(now, work->queued_ns);
 	engine->running = job;
-	hrtimer_start(&engine->timer, ns_to_ktime(job->duration_ns),
-		      HRTIMER_MODE_REL);
+	hrtimer_start(&engine->timer,
+		      ns_to_ktime(job->start_ns + job->duration_ns),
+		      HRTIMER_MODE_ABS);
 }
 
 static void simgpu_engine_kick(struct simgpu_engine *engine)
@@ -158,16 +167,17 @@ static enum hrtimer_restart simgpu_engine_timer(struct hrtimer *timer)
 		container_of(timer, struct simgpu_engine, timer);
 	struct simgpu_job *job;
 	unsigned long flags;
-	u64 now = ktime_get_ns();
+	u64 end;
 
 	spin_lock_irqsave(&engine->lock, flags);
 	job = engine->running;
 	engine->running = NULL;
+	end = job->start_ns + job->duration_ns;
 	gpucg_work_retire(engine->gpucg, &job->work, job->duration_ns);
-	simgpu_engine_next(engine, now);
+	simgpu_engine_next(engine, end);
 	spin_unlock_irqrestore(&engine->lock, flags);
 
-	simgpu_job_done(job, now);
+	simgpu_job_done(job, end);
 	return HRTIMER_NORESTART;
 }
 
@@ -425,7 +435,7 @@ static int simgpu_engines_init(struct simgpu_device *sdev)
 		engine = &sdev->engine[i];
 		engine->idx = i;
 		spin_lock_init(&engine->lock);
-		hrtimer_init(&engine->timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL);
+		hrtimer_init(&engine->timer, CLOCK_MONOTONIC, HRTIMER_MODE_ABS);
 		engine->timer.function = simgpu_engine_timer;
 		engine->gpucg = gpucg_engine_create(sdev->drm.gpucg);
 		if (IS_ERR(engine->gpucg))

@@ -1,0 +1,376 @@
+"""`pycgpu stat`, `pycgpu top` and `pycgpu exporter` on a fake cgroup tree with
+containers of several runtimes, and on a fake /proc."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pty
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import jsonschema
+import pytest
+from click.testing import CliRunner
+from fakeproc import FakeProc, client, fake_devnum, fixture
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from pycgpu.cli import main
+from pycgpu.commands.cmd_monitor import parse_listen
+from pycgpu.containers import Resolver
+from pycgpu.schemas import STAT_SCHEMA
+from pycgpu.usage import exporter as exp
+from pycgpu.usage import fdinfo as fdinfo_mod
+from pycgpu.usage.fdinfo import FdinfoSource
+from pycgpu.usage.kernel import KernelSource
+from pycgpu.usage.view import Monitor
+
+ID = "3f2a9c1b7d4e" + "0" * 52
+ID2 = "a1b2c3d4e5f6" + "1" * 52
+UID = "1c2d3e4f-aaaa-bbbb-cccc-111122223333"
+POD = (f"kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID.replace('-', '_')}"
+       ".slice")
+TRAIN = f"/{POD}/cri-containerd-{ID}.scope"
+WEB = f"/system.slice/docker-{ID2}.scope"
+COMMANDS = ["top", "stat", "exporter"]
+
+
+@pytest.fixture
+def env(cli, tmp_path):
+    """The fake tree with a Kubernetes container (named through containerd's
+    state), a Docker container and a plain group, and the CLI environment."""
+    fake = cli.fake
+    for rel in (TRAIN, WEB, "/ai/train"):
+        fake.make(rel.lstrip("/"))
+    root = fake.root
+    (root / TRAIN.lstrip("/") / "gpu.stat").write_text(
+        "226:128 usage_usec=4000000 wait_usec=1000000\n226:129 usage_usec=0 wait_usec=0\n")
+    (root / TRAIN.lstrip("/") / "gpu.memory.current").write_text("226:128 1073741824\n226:129 0\n")
+    (root / TRAIN.lstrip("/") / "gpu.memory.max").write_text("226:128 2147483648\n226:129 max\n")
+    (root / TRAIN.lstrip("/") / "gpu.memory.events").write_text("226:128 max=2\n226:129 max=0\n")
+    (root / TRAIN.lstrip("/") / "gpu.weight").write_text("default 300\n")
+    (root / WEB.lstrip("/") / "gpu.stat").write_text("226:128 usage_usec=1500 wait_usec=0\n")
+    (root / WEB.lstrip("/") / "gpu.priority").write_text("-5\n")
+    (root / WEB.lstrip("/") / "gpu.priority.effective").write_text("-5\n")
+    (root / "ai/train/gpu.stat").write_text("226:128 usage_usec=0 wait_usec=0\n")
+    state = tmp_path / "state"
+    config = state / f"run/containerd/io.containerd.runtime.v2.task/k8s.io/{ID}/config.json"
+    config.parent.mkdir(parents=True)
+    config.write_text(json.dumps({"annotations": {
+        "io.kubernetes.cri.container-name": "trainer",
+        "io.kubernetes.cri.sandbox-name": "train-0",
+        "io.kubernetes.cri.sandbox-namespace": "ml"}}))
+    return {**cli.env, "PYCGPU_RUNTIME_ROOT": str(state)}
+
+
+def run(env, *args, code=0):
+    r = CliRunner().invoke(main, list(args), env=env)
+    if r.exception and not isinstance(r.exception, SystemExit):
+        raise r.exception
+    assert r.exit_code == code, (r.exit_code, r.output)
+    return r.output
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_help_has_examples(name):
+    r = CliRunner().invoke(main, [name, "--help"])
+    assert r.exit_code == 0
+    assert f"pycgpu {name}" in r.output.split("Examples:")[1]
+
+
+def test_commands_are_listed():
+    out = CliRunner().invoke(main, ["--help"]).output
+    for name in COMMANDS:
+        assert f"  {name} " in out
+
+
+def test_import_stays_lazy():
+    code = ("import sys, pycgpu.cli; print(sorted(m for m in ('rich', 'prometheus_client', "
+            "'pycgpu.usage', 'pycgpu.containers', 'psutil') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# stat --------------------------------------------------------------------------------------
+
+
+def test_stat_json_schema_and_values(env):
+    doc = json.loads(run(env, "stat", "--json", "--interval", "0"))
+    jsonschema.validate(doc, STAT_SCHEMA)
+    assert (doc["schema"], doc["source"], doc["interval_s"]) == ("pycgpu.stat/v1", "kernel", None)
+    assert doc["devices"] == {"226:128": {"node": "renderD128"}, "226:129": {"node": "renderD129"}}
+    groups = {g["path"]: g for g in doc["groups"]}
+    assert sorted(groups) == ["/ai/train", TRAIN, WEB]  # leaves only
+    train = groups[TRAIN]
+    assert train["container"] == {"runtime": "containerd", "id": ID, "name": "trainer",
+                                  "pod": "train-0", "pod_uid": UID, "namespace": "ml",
+                                  "qos": "burstable"}
+    assert train["devices"]["226:128"] == {
+        "gpu_time_usec": 4000000, "wait_usec": 1000000,
+        "memory": {"current": 1073741824, "max": 2147483648, "limit_hits": 2},
+        "weight": 300}
+    assert train["devices"]["226:129"]["memory"]["max"] is None
+    assert groups[WEB]["container"]["runtime"] == "docker"
+    assert groups[WEB]["priority_effective"] == -5
+    assert groups["/ai/train"]["container"] is None
+
+
+def test_stat_json_with_interval_has_percentages(env):
+    doc = json.loads(run(env, "stat", "--json", "--interval", "0.05"))
+    jsonschema.validate(doc, STAT_SCHEMA)
+    assert doc["interval_s"] >= 0.05
+    dev = {g["path"]: g for g in doc["groups"]}[TRAIN]["devices"]["226:128"]
+    assert dev["gpu_percent"] == 0.0 and dev["wait_percent"] == 0.0
+
+
+def test_stat_all_and_subtree(env):
+    paths = [g["path"] for g in json.loads(run(env, "stat", "--json", "-i", "0", "--all",
+                                               "kubepods.slice"))["groups"]]
+    assert paths == ["/kubepods.slice", "/kubepods.slice/kubepods-burstable.slice",
+                     f"/{POD}", TRAIN]
+
+
+def test_stat_text(env):
+    out = run(env, "stat", "-i", "0", "--sort", "time").splitlines()
+    assert re.split(r"\s+", out[0]) == ["CONTAINER", "POD", "DEVICE", "GPU%", "WAIT%", "MEMORY",
+                                        "MAX", "HITS", "WEIGHT", "PRIO", "RUNTIME", "CGROUP"]
+    first = re.split(r"\s+", out[1])
+    assert first[:10] == ["trainer", "ml/train-0", "renderD128", "-", "-", "1G", "2G", "2",
+                          "300", "0"]
+    assert any(line.startswith("a1b2c3d4e5f6") for line in out)
+
+
+def test_stat_kernel_source_needs_cgroup2(tmp_path):
+    r = CliRunner().invoke(main, ["--cgroup-root", str(tmp_path), "stat", "--source", "kernel"])
+    assert r.exit_code == 1 and "not a cgroup2 mount" in r.output
+
+
+@pytest.fixture
+def proc_env(env, tmp_path, monkeypatch):
+    monkeypatch.setattr(fdinfo_mod, "fd_devnum", fake_devnum)
+    proc = FakeProc(tmp_path)
+    proc.process(4100, TRAIN, {5: ("/dev/dri/renderD128", fixture("i915"))})
+    proc.process(4101, TRAIN, {5: ("/dev/dri/renderD128", fixture("i915"))})  # same client
+    proc.process(4200, WEB, {3: ("/dev/dri/card0", client(client_id=99, engines={"render": 5},
+                                                          memory=4096))})
+    return {**env, "PYCGPU_PROC_ROOT": str(proc.root)}
+
+
+def test_stat_fdinfo_source(proc_env):
+    doc = json.loads(run(proc_env, "stat", "--json", "-i", "0", "--source", "fdinfo"))
+    jsonschema.validate(doc, STAT_SCHEMA)
+    assert doc["source"] == "fdinfo"
+    groups = {g["path"]: g for g in doc["groups"]}
+    assert sorted(groups) == [TRAIN, WEB]
+    train = groups[TRAIN]
+    assert train["pids"] == [4100, 4101]
+    dev = train["devices"]["226:128"]
+    assert dev["clients"] == 1 and dev["driver"] == "i915"
+    assert dev["engines"]["video"] == {"busy_ns": 88000000, "capacity": 2}
+    assert dev["gpu_time_usec"] == (5520391204 + 1200 + 88000000) // 1000
+    assert dev["memory"] == {"current": 12 << 20}
+    assert groups[WEB]["devices"]["226:128"]["engines"]["render"]["busy_ns"] == 5
+
+
+# top ---------------------------------------------------------------------------------------
+
+
+def test_top_once_plain(env):
+    out = run(env, "top", "--once", "--interval", "0", "--sort", "container").splitlines()
+    assert out[0].startswith("pycgpu top - ")
+    assert "source kernel  |  2 groups  |  1 devices" in out[0]
+    assert re.split(r"\s+", out[2]) == ["CONTAINER", "POD", "DEVICE", "GPU%", "WAIT%", "MEMORY",
+                                        "MAX", "HITS", "WEIGHT", "PRIO"]
+    names = [line.split()[0] for line in out[3:]]
+    assert names == ["a1b2c3d4e5f6", "trainer"]  # devices never used are left out
+    out = run(env, "top", "--once", "-i", "0", "--sort", "container", "--unused").splitlines()
+    assert "3 groups  |  2 devices" in out[0]
+    assert [line.split()[0] for line in out[3:]] == ["a1b2c3d4e5f6", "train", "trainer",
+                                                     "trainer"]
+
+
+def test_top_once_fdinfo_shows_engines(proc_env):
+    out = run(proc_env, "top", "--once", "-i", "0", "--source", "fdinfo", "--wide").splitlines()
+    header = re.split(r"\s+", out[2])
+    assert header == ["CONTAINER", "POD", "DEVICE", "GPU%", "COPY%", "RENDER%", "VIDEO%",
+                      "VIDEO-ENHANCE%", "MEMORY", "CLIENTS", "RUNTIME", "CGROUP"]
+    assert any(line.split()[:3] == ["a1b2c3d4e5f6", "-", "renderD128"] for line in out)
+
+
+def test_top_rich_frame(env):
+    from rich.console import Console
+
+    from pycgpu.usage.frames import rich_frame
+
+    monitor = Monitor(KernelSource(Path(env["PYCGPU_CGROUP_ROOT"])),
+                      Resolver(env["PYCGPU_RUNTIME_ROOT"]))
+    monitor.measure(0)
+    console = Console(file=io.StringIO(), width=160, record=True)
+    console.print(rich_frame(monitor, "memory", False, {}, True, 2, unused=True))
+    text = console.export_text()
+    assert "CONTAINER" in text and "trainer" in text and "ml/train-0" in text
+    assert "2 more rows" in text  # 4 rows (trainer on two devices), 2 shown
+
+
+def test_top_in_a_pseudo_terminal(env):
+    """Two refreshes in a pty through rich's live display, then a clean exit."""
+    pid, fd = pty.fork()
+    if pid == 0:  # child
+        try:
+            os.environ.update(env)
+            os.environ.update(TERM="xterm-256color", COLUMNS="150", LINES="40")
+            os.execv(sys.executable, [sys.executable, "-m", "pycgpu", "top", "--count", "2",
+                                      "--interval", "0.2"])
+        finally:
+            os._exit(127)
+    out = b""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if ready:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    text = out.decode(errors="replace")
+    assert os.waitstatus_to_exitcode(status) == 0, text
+    assert "CONTAINER" in text and "trainer" in text
+    assert "Traceback" not in text
+    assert text.count("pycgpu top - ") >= 2  # refreshed
+    assert "\x1b[?1049h" in text  # the alternate screen, left again at exit
+    assert "\x1b[?1049l" in text
+
+
+def test_top_batch_mode_when_not_a_terminal(env):
+    out = run(env, "top", "--count", "2", "--interval", "0.1")
+    assert out.count("pycgpu top - ") == 2
+
+
+# exporter ----------------------------------------------------------------------------------
+
+
+def families(text: str) -> dict:
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def test_collector_kernel(env):
+    monitor = Monitor(KernelSource(Path(env["PYCGPU_CGROUP_ROOT"])),
+                      Resolver(env["PYCGPU_RUNTIME_ROOT"]))
+    text = generate_latest(exp.registry(monitor)).decode()
+    f = families(text)
+    samples = {(s.name, s.labels.get("cgroup"), s.labels.get("device")): s
+               for fam in f.values() for s in fam.samples}
+    t = samples[("pycgpu_gpu_time_seconds_total", TRAIN, "226:128")]
+    assert t.value == 4.0
+    assert t.labels == {"cgroup": TRAIN, "container": "trainer", "pod": "train-0",
+                        "namespace": "ml", "device": "226:128"}
+    assert samples[("pycgpu_gpu_wait_seconds_total", TRAIN, "226:128")].value == 1.0
+    assert samples[("pycgpu_gpu_memory_bytes", TRAIN, "226:128")].value == 1 << 30
+    assert samples[("pycgpu_gpu_memory_max_bytes", TRAIN, "226:128")].value == 2 << 30
+    assert ("pycgpu_gpu_memory_max_bytes", TRAIN, "226:129") not in samples  # max: absent
+    assert samples[("pycgpu_gpu_memory_limit_hits_total", TRAIN, "226:128")].value == 2
+    assert samples[("pycgpu_gpu_weight", TRAIN, "226:128")].value == 300
+    assert samples[("pycgpu_gpu_priority_effective", WEB, None)].value == -5
+    info = samples[("pycgpu_container_info", TRAIN, None)]
+    assert info.labels["runtime"] == "containerd" and info.labels["qos"] == "burstable"
+    assert info.labels["pod_uid"] == UID and info.labels["container_id"] == ID
+    assert f["pycgpu_gpu_time_seconds"].type == "counter"
+    assert f["pycgpu_gpu_memory_bytes"].type == "gauge"
+    assert "# TYPE pycgpu_gpu_time_seconds_total counter" in text
+    assert "pycgpu_exporter_scrape_duration_seconds" in text
+    for name in f:  # every name is documented
+        assert any(m.startswith(name) for m in exp.METRICS), name
+
+
+def samples_of(text: str) -> dict:
+    return {(s.name, s.labels.get("cgroup"), s.labels.get("device"), s.labels.get("engine"),
+             s.labels.get("region"), s.labels.get("kind")): s
+            for fam in text_string_to_metric_families(text) for s in fam.samples}
+
+
+def test_collector_fdinfo_engines(proc_env):
+    monitor = Monitor(FdinfoSource(proc=Path(proc_env["PYCGPU_PROC_ROOT"]),
+                                   sysfs=Path(proc_env["PYCGPU_SYSFS_ROOT"])))
+    got = samples_of(generate_latest(exp.registry(monitor)).decode())
+    video = ("pycgpu_gpu_engine_busy_seconds_total", TRAIN, "226:128", "video", None, None)
+    assert got[video].value == 0.088
+    assert got[video].labels == {"cgroup": TRAIN, "container": "3f2a9c1b7d4e", "pod": UID,
+                                 "namespace": "", "device": "226:128", "engine": "video"}
+    assert got[("pycgpu_gpu_engine_capacity", TRAIN, "226:128", "video", None, None)].value == 2
+    assert got[("pycgpu_gpu_memory_region_bytes", TRAIN, "226:128", None, "system0",
+                "resident")].value == 8196 * 1024
+    # the card0 fd of the docker container counts against renderD128
+    assert got[("pycgpu_gpu_clients", WEB, "226:128", None, None, None)].value == 1
+    assert got[("pycgpu_gpu_time_seconds_total", WEB, "226:128", None, None, None)].value == 5e-9
+    assert not any(k[0] == "pycgpu_gpu_wait_seconds_total" for k in got)
+
+
+def test_collector_reads_at_scrape_time(env):
+    monitor = Monitor(KernelSource(Path(env["PYCGPU_CGROUP_ROOT"])))
+    reg = exp.registry(monitor)
+    key = ("pycgpu_gpu_time_seconds_total", WEB, "226:128", None, None, None)
+    assert samples_of(generate_latest(reg).decode())[key].value == 0.0015
+    stat = Path(env["PYCGPU_CGROUP_ROOT"]) / WEB.lstrip("/") / "gpu.stat"
+    stat.write_text("226:128 usage_usec=2500000 wait_usec=0\n")
+    assert samples_of(generate_latest(reg).decode())[key].value == 2.5
+
+
+def test_http_server_on_a_free_port(env):
+    monitor = Monitor(KernelSource(Path(env["PYCGPU_CGROUP_ROOT"])))
+    server, _ = exp.serve(exp.registry(monitor), "127.0.0.1", 0)
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            text = r.read().decode()
+            assert r.headers["Content-Type"].startswith("text/plain")
+    finally:
+        server.shutdown()
+        server.server_close()
+    key = ("pycgpu_gpu_time_seconds_total", TRAIN, "226:128", None, None, None)
+    assert samples_of(text)[key].value == 4.0
+
+
+def test_exporter_command(env):
+    """The command in a subprocess: prints its address, serves, stops on SIGTERM."""
+    p = subprocess.Popen([sys.executable, "-m", "pycgpu", "exporter", "--listen", "127.0.0.1:0"],
+                         env={**os.environ, **env}, stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stderr.readline()
+        m = re.search(r"serving (http://127\.0\.0\.1:\d+/metrics) \(source kernel\)", line)
+        assert m, line
+        with urllib.request.urlopen(m.group(1), timeout=10) as r:
+            text = r.read().decode()
+        assert "pycgpu_gpu_time_seconds_total" in text and "trainer" in text
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(10) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        p.stderr.close()
+
+
+@pytest.mark.parametrize("text, want", [
+    ("127.0.0.1:9842", ("127.0.0.1", 9842)), (":9842", ("0.0.0.0", 9842)),
+    ("[::1]:0", ("::1", 0)), ("localhost:80", ("localhost", 80))])
+def test_parse_listen(text, want):
+    assert parse_listen(text) == want
+
+
+@pytest.mark.parametrize("text", ["9842", "host:", "host:http", "h:70000"])
+def test_bad_listen(env, text):
+    out = run(env, "exporter", "--listen", text, code=2)
+    assert "give HOST:PORT" in out

@@ -1,0 +1,269 @@
+"""`pycgpu oci hook` (pycgpu.hook) on the fake cgroup tree: the allow-list of
+pycgpu.io/* annotations, finding the container's cgroup, enabling gpu along
+its path, all-or-none, the image check, and failing closed."""
+
+from __future__ import annotations
+
+import errno
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pycgpu.cli import main
+
+SCOPE = "system.slice/ctr.scope"
+PID = 4242
+IRIS = "usr/lib/x86_64-linux-gnu/dri/iris_dri.so"
+
+
+@pytest.fixture
+def ctr(cli, tmp_path):
+    """A container: its cgroup under a systemd-like slice that lacks gpu in
+    its subtree_control, /proc/PID/cgroup, and its bundle."""
+    root = cli.fake.root
+    (root / "cgroup.subtree_control").write_text("cpu memory\n")
+    for rel in ("system.slice", SCOPE):
+        (root / rel).mkdir()
+        (root / rel / "cgroup.subtree_control").write_text(
+            "cpu memory\n" if rel == "system.slice" else "\n")
+        (root / rel / "cgroup.controllers").write_text("cpu memory\n")
+        (root / rel / "cgroup.procs").write_text("")
+    (root / SCOPE / "cgroup.procs").write_text(f"{PID}\n")
+    proc = tmp_path / "proc"
+    (proc / str(PID)).mkdir(parents=True)
+    (proc / str(PID) / "cgroup").write_text(f"0::/{SCOPE}\n")
+    bundle = tmp_path / "ctr-bundle"
+    (bundle / "rootfs").mkdir(parents=True)
+    config = {"ociVersion": "1.0.2", "root": {"path": "rootfs"},
+              "linux": {"cgroupsPath": f"/{SCOPE}", "devices": [
+                  {"path": "/dev/dri/renderD128", "type": "c", "major": 226, "minor": 128}]}}
+    (bundle / "config.json").write_text(json.dumps(config))
+    cli.env["PYCGPU_PROC_ROOT"] = str(proc)
+    return bundle
+
+
+def state(bundle: Path, annotations: dict | None = None, pid: int | None = PID) -> dict:
+    doc = {"ociVersion": "1.0.2", "id": "c1", "status": "creating", "bundle": str(bundle)}
+    if pid is not None:
+        doc["pid"] = pid
+    if annotations is not None:
+        doc["annotations"] = annotations
+    return doc
+
+
+def hook(cli, stdin: dict | str, code: int = 0):
+    text = stdin if isinstance(stdin, str) else json.dumps(stdin)
+    result = CliRunner().invoke(main, ["oci", "hook"], input=text, env=cli.env)
+    if result.exception and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    assert result.exit_code == code, (result.exit_code, result.output)
+    return result
+
+
+def read(cli, name: str) -> str:
+    return cli.fake.read(f"{SCOPE}/{name}")
+
+
+KNOBS = {"pycgpu.io/gpu.weight": "300, renderD129=20",
+         "pycgpu.io/gpu.priority": "-7",
+         "pycgpu.io/gpu.memory.max": "renderD128=1G,card1=512M",
+         "org.example/other": "ignored"}
+
+
+def test_applies_the_knobs_and_enables_gpu_along_the_path(cli, ctr):
+    hook(cli, state(ctr, KNOBS))
+    assert read(cli, "gpu.weight") == "default 300\n226:129 20\n"
+    assert read(cli, "gpu.priority") == "-7\n"
+    assert read(cli, "gpu.memory.max") == "226:128 1073741824\n226:129 536870912\n"
+    assert cli.fake.log == [
+        ("cgroup.subtree_control", "+gpu"),
+        ("system.slice/cgroup.subtree_control", "+gpu"),
+        (f"{SCOPE}/gpu.weight", "default 300"),
+        (f"{SCOPE}/gpu.weight", "226:129 20"),
+        (f"{SCOPE}/gpu.priority", "-7"),
+        (f"{SCOPE}/gpu.memory.max", "226:128 1073741824"),
+        (f"{SCOPE}/gpu.memory.max", "226:129 536870912"),
+    ]
+    assert read(cli, "cgroup.subtree_control").strip() == ""  # the scope stays a leaf
+
+
+def test_annotations_from_the_bundle_when_the_state_has_none(cli, ctr):
+    config = json.loads((ctr / "config.json").read_text())
+    config["annotations"] = {"pycgpu.io/gpu.priority": "12"}
+    (ctr / "config.json").write_text(json.dumps(config))
+    hook(cli, state(ctr))
+    assert read(cli, "gpu.priority") == "12\n"
+
+
+def test_cgroup_from_cgroups_path_without_a_pid(cli, ctr):
+    hook(cli, state(ctr, {"pycgpu.io/gpu.weight": "5"}, pid=None))
+    assert read(cli, "gpu.weight") == "default 5\n"
+
+
+def test_nothing_to_do_without_pycgpu_annotations(cli, ctr, tmp_path):
+    cli.env["PYCGPU_CGROUP_ROOT"] = str(tmp_path)  # not even a cgroup2 tree: never asked
+    before = cli.fake.snapshot()
+    r = hook(cli, state(ctr, {"org.example/x": "y"}))
+    assert r.output == ""
+    assert cli.fake.log == []
+    assert cli.fake.snapshot() == before
+
+
+@pytest.mark.parametrize("key", [
+    "pycgpu.io/gpu.stat", "pycgpu.io/cgroup.procs", "pycgpu.io/memory.max",
+    "pycgpu.io/gpu.weight/../../cgroup.procs", "pycgpu.io/gpu.memory.high",
+    "pycgpu.io/unified",
+])
+def test_keys_outside_the_allow_list_refuse_the_container(cli, ctr, key):
+    before = cli.fake.snapshot()
+    r = hook(cli, state(ctr, {**KNOBS, key: "1"}), code=2)
+    assert r.output.strip() == (
+        f"Error: pycgpu oci hook: container c1: annotation {key} is not allowed: only "
+        "pycgpu.io/gpu.weight, pycgpu.io/gpu.priority, pycgpu.io/gpu.memory.max, "
+        "pycgpu.io/image-check are accepted (no other cgroup file is ever written)")
+    assert cli.fake.log == []
+    assert cli.fake.snapshot() == before
+
+
+@pytest.mark.parametrize("key,value,why", [
+    ("gpu.weight", "0", "weight 0 is out of range [1, 10000]"),
+    ("gpu.weight", "abc", "'abc' is not an integer (give W or DEV=W with W in [1, 10000], "
+                          "or DEV=default)"),
+    ("gpu.weight", "300\n226:128 5", "'300\\n226:128 5' is not an integer"),
+    ("gpu.weight", "", "empty value (give e.g. '300' or 'renderD128=50')"),
+    ("gpu.weight", "300,,5", "empty value"),
+    ("gpu.priority", "1,2", "pycgpu.io/gpu.priority takes one value"),
+    ("gpu.priority", "5000", "priority 5000 is out of range [-1023, 1023]"),
+    ("gpu.memory.max", "renderD128=1X", "'1X' is not a size"),
+    ("gpu.memory.max", "1G", "give DEV=SIZE, e.g. renderD128=2G or renderD128=max"),
+    ("gpu.memory.max", "renderD200=1G", "unknown device 'renderD200'"),
+    ("gpu.memory.max", "renderD128=1G,226:128=2G", "the limit of 226:128 is given twice"),
+    ("image-check", "sometimes", "give enforce, warn, off"),
+])
+def test_bad_values_refuse_the_container(cli, ctr, key, value, why):
+    before = cli.fake.snapshot()
+    r = hook(cli, state(ctr, {**KNOBS, f"pycgpu.io/{key}": value}), code=2)
+    assert r.output.startswith(
+        f"Error: pycgpu oci hook: container c1: annotation pycgpu.io/{key}")
+    assert why in r.output
+    assert cli.fake.log == []
+    assert cli.fake.snapshot() == before
+
+
+def test_a_non_string_value_is_refused(cli, ctr):
+    r = hook(cli, state(ctr, {"pycgpu.io/gpu.priority": 5}), code=2)
+    assert "annotation pycgpu.io/gpu.priority is 5, not a string" in r.output
+
+
+def test_a_kernel_refusal_rolls_everything_back(cli, ctr):
+    cli.fake.fail[f"{SCOPE}/gpu.memory.max"] = errno.EINVAL
+    before = cli.fake.snapshot()
+    r = hook(cli, state(ctr, KNOBS), code=1)
+    assert r.output.startswith(f"Error: pycgpu oci hook: container c1: writing '226:128 "
+                               f"1073741824' to {cli.fake.root}/{SCOPE}/gpu.memory.max: "
+                               "invalid value; nothing was changed")
+    assert cli.fake.snapshot() == before
+
+
+def test_a_host_without_the_gpu_controller(cli, ctr):
+    (cli.fake.root / "cgroup.controllers").write_text("cpu memory\n")
+    r = hook(cli, state(ctr, KNOBS), code=1)
+    assert "no gpu controller in" in r.output
+    assert cli.fake.log == []
+
+
+@pytest.mark.parametrize("text,why", [
+    ("", "the OCI state on stdin is not JSON"),
+    ("[1]", "the OCI state on stdin is not a JSON object"),
+    ('{"pid": 1, "bundle": "/b"}', "the OCI state on stdin has no container id"),
+    ('{"id": "c1", "pid": "1", "bundle": "/b"}', "container c1: the state's pid '1' is not"),
+    ('{"id": "c1", "pid": true, "bundle": "/b"}', "the state's pid True is not a process id"),
+    ('{"id": "c1", "pid": 1}', "container c1: the state has no bundle path"),
+    ('{"id": "c1", "pid": 1, "bundle": "/b", "annotations": []}', "annotations are not an"),
+])
+def test_bad_state(cli, ctr, text, why):
+    r = hook(cli, text, code=2)
+    assert why in r.output
+    assert cli.fake.log == []
+
+
+def test_unreadable_bundle_config_fails_closed(cli, tmp_path, ctr):
+    r = hook(cli, state(tmp_path / "gone"), code=1)
+    assert f"container c1: cannot read {tmp_path}/gone/config.json" in r.output
+    (ctr / "config.json").write_text("{nope")
+    r = hook(cli, state(ctr), code=2)
+    assert "config.json:1:2: not valid JSON" in r.output
+
+
+@pytest.mark.parametrize("content,why", [
+    (None, "cannot read"),
+    ("0::/\n", "the container runs in the root cgroup, which has no gpu.* files"),
+    ("0::/gone.scope\n", "/gone.scope does not exist"),
+    ("4:memory:/x\n1:name=systemd:/x\n", "has no cgroup v2 entry (0::/...)"),
+    ("0::/../etc\n", "must not contain '..'"),
+])
+def test_the_cgroup_must_be_found(cli, ctr, tmp_path, content, why):
+    f = tmp_path / "proc" / str(PID) / "cgroup"
+    if content is None:
+        f.unlink()
+    else:
+        f.write_text(content)
+    r = hook(cli, state(ctr, KNOBS), code=1)
+    assert why in r.output
+    assert cli.fake.log == []
+
+
+def test_a_systemd_cgroups_path_needs_the_pid(cli, ctr):
+    config = json.loads((ctr / "config.json").read_text())
+    config["linux"]["cgroupsPath"] = "system.slice:pycgpu:ctr"
+    (ctr / "config.json").write_text(json.dumps(config))
+    r = hook(cli, state(ctr, KNOBS, pid=None), code=1)
+    assert "is a systemd unit path: the hook needs the state's pid" in r.output
+
+
+# the image check ----------------------------------------------------------------------------
+
+
+def test_image_check_enforce_refuses_a_mismatch(cli, ctr):
+    before = cli.fake.snapshot()
+    r = hook(cli, state(ctr, {**KNOBS, "pycgpu.io/image-check": "enforce"}), code=3)
+    assert r.output.startswith(
+        "Error: pycgpu oci hook: container c1: image check failed: renderD128 (i915, "
+        "0000:00:02.0) needs a Mesa driver (iris or crocus or i915, or libgallium) and the "
+        "image has none (fix: install Mesa's DRI drivers in the image")
+    assert cli.fake.log == []
+    assert cli.fake.snapshot() == before
+
+
+def test_image_check_enforce_passes_a_fitting_image(cli, ctr):
+    (ctr / "rootfs" / IRIS).parent.mkdir(parents=True)
+    (ctr / "rootfs" / IRIS).write_bytes(b"")
+    hook(cli, state(ctr, {**KNOBS, "pycgpu.io/image-check": "enforce"}))
+    assert read(cli, "gpu.priority") == "-7\n"
+
+
+def test_image_check_only_counts_the_containers_devices(cli, ctr):
+    config = json.loads((ctr / "config.json").read_text())
+    config["linux"]["devices"] = []  # no Intel GPU in this container
+    (ctr / "config.json").write_text(json.dumps(config))
+    hook(cli, state(ctr, {"pycgpu.io/image-check": "enforce"}))
+
+
+def test_image_check_warn_applies_and_warns(cli, ctr):
+    r = hook(cli, state(ctr, {**KNOBS, "pycgpu.io/image-check": "warn"}))
+    assert "pycgpu oci hook: warning: image check: renderD128 (i915, 0000:00:02.0) needs" \
+        in r.output
+    assert read(cli, "gpu.priority") == "-7\n"
+
+
+def test_image_check_needs_the_rootfs(cli, ctr):
+    (ctr / "rootfs").rmdir()
+    r = hook(cli, state(ctr, {"pycgpu.io/image-check": "enforce"}), code=1)
+    assert f"its root file system {ctr}/rootfs is not a directory" in r.output
+
+
+def test_image_check_off_does_nothing(cli, ctr):
+    hook(cli, state(ctr, {"pycgpu.io/image-check": "off"}))
+    assert cli.fake.log == []

@@ -1,0 +1,270 @@
+"""The fdinfo source: every key format of Documentation/gpu/drm-usage-stats.rst
+(fixtures in the styles of i915, amdgpu, xe, msm, panfrost and simgpu),
+de-duplication by client id, non-monotonic engine values, attribution to
+cgroups, percentages."""
+
+from __future__ import annotations
+
+import pytest
+from fakeproc import Clock, FakeProc, client, fake_devnum, fixture
+
+from pycgpu.formats import DevT, FormatError
+from pycgpu.usage import fdinfo as fdinfo_mod
+from pycgpu.usage import rates
+from pycgpu.usage.fdinfo import FdinfoSource, parse_fdinfo
+
+KiB, MiB = 1 << 10, 1 << 20
+R128, R129, R130 = DevT(226, 128), DevT(226, 129), DevT(226, 130)
+
+
+# parsing ----------------------------------------------------------------------------
+
+
+def test_i915():
+    c = parse_fdinfo(fixture("i915"))
+    assert (c.driver, c.client_id, c.pdev) == ("i915", 41, "0000:00:02.0")
+    assert c.engines == {"render": 5520391204, "copy": 1200, "video": 88000000,
+                         "video-enhance": 0}
+    assert c.capacity == {"video": 2}
+    assert c.memory["system0"] == {"total": 12 * MiB, "shared": 0, "active": 0,
+                                   "resident": 8196 * KiB, "purgeable": 1024 * KiB}
+    # a region name with a dash is not a kind
+    assert c.memory["stolen-system0"]["total"] == 0
+    assert c.memory_bytes() == 12 * MiB
+
+
+def test_amdgpu_prefers_resident_over_legacy_memory_key():
+    c = parse_fdinfo(fixture("amdgpu"))
+    assert (c.driver, c.client_id, c.pdev) == ("amdgpu", 17, "0000:03:00.0")
+    assert c.engines["gfx"] == 902511117 and c.engines["enc_1"] == 0
+    assert set(c.memory) == {"cpu", "gtt", "vram"}  # amd-* keys are not drm keys
+    assert c.memory["vram"]["resident"] == 262144 * KiB
+    assert c.memory["vram"]["shared"] == 4096 * KiB
+    assert c.memory_bytes() == (262144 + 2048) * KiB
+
+
+def test_amdgpu_legacy_drm_memory_is_resident():
+    c = parse_fdinfo(fixture("amdgpu-legacy"))
+    assert c.memory == {"vram": {"resident": 16384 * KiB}, "gtt": {"resident": 512 * KiB},
+                        "cpu": {"resident": 0}}
+    assert c.memory_bytes() == (16384 + 512) * KiB  # no total: resident counts
+
+
+def test_xe_cycles_and_total_cycles_are_not_memory():
+    c = parse_fdinfo(fixture("xe"))
+    assert (c.driver, c.client_id) == ("xe", 3)
+    assert c.engines == {}
+    assert c.cycles == {"rcs": 28257900, "bcs": 0, "vcs": 0, "vecs": 0, "ccs": 0}
+    assert c.total_cycles["rcs"] == 7655183225
+    assert c.capacity == {"vcs": 2, "vecs": 2, "ccs": 4}
+    assert set(c.memory) == {"system", "gtt", "vram0", "stolen"}
+    assert c.memory["vram0"] == {"total": 23992 * KiB, "shared": 16 * MiB, "active": 0,
+                                 "resident": 23992 * KiB}
+
+
+def test_msm_platform_device_without_pdev():
+    c = parse_fdinfo(fixture("msm"))
+    assert (c.driver, c.client_id, c.pdev) == ("msm", 9, None)
+    assert c.engines == {"gpu": 4219800000}
+    assert c.cycles == {"gpu": 2531880000}
+    assert c.maxfreq == {"gpu": 710000000}
+    assert c.memory["memory"]["total"] == 30 * MiB
+
+
+def test_panfrost_engine_names_with_dashes_and_frequencies():
+    c = parse_fdinfo(fixture("panfrost"))
+    assert c.engines == {"fragment": 1846584880, "vertex-tiler": 71932239}
+    assert c.curfreq == {"fragment": 799999987, "vertex-tiler": 799999987}
+    assert c.memory["memory"] == {"total": 290 * MiB, "shared": 0, "active": 226 * MiB,
+                                  "resident": 36496 * KiB, "purgeable": 128 * KiB}
+
+
+def test_simgpu():
+    c = parse_fdinfo(fixture("simgpu"))
+    assert (c.driver, c.client_id, c.pdev) == ("simgpu", 7, None)
+    assert c.engines == {"render": 1500000000}
+    assert c.memory_bytes() == 8 * MiB
+
+
+def test_not_a_drm_file():
+    assert parse_fdinfo(fixture("not-drm")) is None
+
+
+def test_client_name_and_unknown_keys():
+    c = parse_fdinfo(client(extra="drm-client-name:\tblender\ndrm-future-key:\t3 ns\n"))
+    assert c.client_name == "blender"
+
+
+@pytest.mark.parametrize("line", ["drm-engine-render:\tmany ns", "drm-client-id:\t-1",
+                                  "drm-total-vram:\t3 PiB", "drm-engine-render:\t5 ms"])
+def test_malformed_values_name_the_file_and_key(line):
+    with pytest.raises(FormatError) as e:
+        parse_fdinfo(client(extra=line + "\n"), "/proc/9/fdinfo/4")
+    assert "/proc/9/fdinfo/4" in str(e.value) and line.split(":")[0] in str(e.value)
+
+
+# the scan ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def proc(tmp_path, monkeypatch):
+    monkeypatch.setattr(fdinfo_mod, "fd_devnum", fake_devnum)
+    return FakeProc(tmp_path)
+
+
+@pytest.fixture
+def source(proc, fake_sysfs):
+    src = FdinfoSource(proc=proc.root, sysfs=fake_sysfs[0])
+    src.clock = Clock()
+    return src
+
+
+def test_scan_finds_drm_fds_and_attributes_them_to_cgroups(proc, source):
+    proc.process(100, "/a", {0: ("/dev/null", None), 1: ("pipe:[12]", None),
+                             3: ("/dev/dri/renderD128", client(client_id=1, engines={"render": 10},
+                                                                memory=4096))})
+    proc.process(200, "/b", {5: ("/dev/dri/renderD129", client(client_id=2,
+                                                                engines={"render": 20}))})
+    proc.process(300, "/c", {7: ("/dev/nvidia0", None), 8: ("/home/x/file", None)})
+    s = source.sample()
+    assert sorted(s.groups) == ["/a", "/b"]
+    a = s.groups["/a"].devices[R128]
+    assert (a.gpu_time_ns, a.clients, a.driver, a.memory["current"]) == (10, 1, "simgpu", 4096)
+    assert s.groups["/b"].devices[R129].engines["render"].busy_ns == 20
+    assert s.groups["/a"].pids == [100]
+
+
+def test_shared_client_is_counted_once(proc, source):
+    info = client(client_id=5, engines={"render": 1000}, memory=1 << 20)
+    proc.process(100, "/a", {3: ("/dev/dri/renderD128", info), 4: ("/dev/dri/renderD128", info)})
+    proc.process(101, "/a", {3: ("/dev/dri/renderD128", info)})  # forked child
+    proc.process(102, "/b", {9: ("/dev/dri/renderD128", info)})  # passed over a socket
+    s = source.sample()
+    du = s.groups["/a"].devices[R128]
+    assert (du.clients, du.gpu_time_ns, du.memory["current"]) == (1, 1000, 1 << 20)
+    assert s.groups["/a"].pids == [100, 101]
+    assert "/b" not in s.groups  # the first holder (lowest PID) has it
+
+
+def test_same_client_id_on_other_devices_are_other_clients(proc, source):
+    proc.process(100, "/a", {
+        3: ("/dev/dri/renderD128", client(client_id=5, engines={"render": 1},
+                                          pdev="0000:00:02.0")),
+        4: ("/dev/dri/renderD129", client(client_id=5, engines={"render": 2})),
+        5: ("/dev/dri/renderD130", client(client_id=5, engines={"render": 4})),
+    })
+    s = source.sample()
+    devs = s.groups["/a"].devices
+    assert {d: du.gpu_time_ns for d, du in devs.items()} == {R128: 1, R129: 2, R130: 4}
+
+
+def test_card_node_counts_against_its_render_node(proc, source):
+    proc.process(100, "/a", {3: ("/dev/dri/card0", client(client_id=1, engines={"render": 7})),
+                             4: ("/dev/dri/renderD128", client(client_id=2,
+                                                               engines={"render": 3}))})
+    du = source.sample().groups["/a"].devices[R128]
+    assert (du.clients, du.gpu_time_ns) == (2, 10)
+
+
+def test_engine_values_going_backwards_are_clamped(proc, source):
+    proc.process(100, "/a", {3: ("/dev/dri/renderD128", client(engines={"render": 1000}))})
+    s1 = source.sample()
+    for value in (900, 950):  # lower than before: stay with 1000
+        proc.set_info(100, 3, client(engines={"render": value}))
+        source.clock.advance(1)
+        s2 = source.sample()
+        assert s2.groups["/a"].devices[R128].engines["render"].busy_ns == 1000
+        r = rates(s1, s2)[("/a", R128)]
+        assert r.engines["render"] == 0.0 and r.gpu_percent == 0.0
+        s1 = s2
+    proc.set_info(100, 3, client(engines={"render": 1500}))  # caught up: +500 from 1000
+    source.clock.advance(1)
+    s3 = source.sample()
+    assert s3.groups["/a"].devices[R128].engines["render"].busy_ns == 1500
+
+
+def test_percent_per_engine_uses_capacity(proc, source):
+    text = fixture("i915")
+    proc.process(100, "/a", {3: ("/dev/dri/renderD128", text)})
+    s1 = source.sample()
+    text = text.replace("drm-engine-render:\t5520391204", "drm-engine-render:\t6020391204")
+    text = text.replace("drm-engine-video:\t88000000", "drm-engine-video:\t1088000000")
+    proc.set_info(100, 3, text)
+    source.clock.advance(2)
+    s2 = source.sample()
+    r = rates(s1, s2)[("/a", R128)]
+    assert r.engines == {"copy": 0.0, "render": 25.0, "video": 25.0, "video-enhance": 0.0}
+    assert r.gpu_percent == 75.0  # GPU time per wall time, all engines
+    assert s2.groups["/a"].devices[R128].engines["video"].capacity == 2
+
+
+def test_xe_utilisation_from_cycles(proc, source):
+    proc.process(100, "/a", {3: ("/dev/dri/renderD128", fixture("xe"))})
+    s1 = source.sample()
+    text = fixture("xe").replace("drm-cycles-rcs:\t28257900", "drm-cycles-rcs:\t38257900")
+    text = text.replace("7655183225", "7675183225")  # +20,000,000 timestamp ticks
+    text = text.replace("drm-cycles-ccs:\t0", "drm-cycles-ccs:\t40000000")
+    proc.set_info(100, 3, text)
+    source.clock.advance(1)
+    s2 = source.sample()
+    r = rates(s1, s2)[("/a", R128)]
+    assert r.engines["rcs"] == pytest.approx(50.0)  # 10M of 20M cycles
+    assert r.engines["ccs"] == pytest.approx(50.0)  # 40M / 20M over 4 engines
+    assert r.engines["bcs"] == 0.0
+
+
+def test_counters_follow_a_process_that_moves(proc, source):
+    proc.process(100, "/a", {3: ("/dev/dri/renderD128", client(engines={"render": 100}))})
+    source.sample()
+    proc.move(100, "/b")
+    proc.set_info(100, 3, client(engines={"render": 130}))
+    source.clock.advance(1)
+    s = source.sample()
+    assert list(s.groups) == ["/b"]
+    assert s.groups["/b"].devices[R128].gpu_time_ns == 30  # only what it used in /b
+    proc.move(100, "/a")
+    proc.set_info(100, 3, client(engines={"render": 135}))
+    source.clock.advance(1)
+    assert source.sample().groups["/a"].devices[R128].gpu_time_ns == 105
+
+
+def test_group_counter_does_not_drop_when_a_client_exits(proc, source):
+    for pid, cid, ns in ((100, 1, 100), (101, 2, 50)):
+        proc.process(pid, "/a", {3: ("/dev/dri/renderD128",
+                                     client(client_id=cid, engines={"render": ns}))})
+    assert source.sample().groups["/a"].devices[R128].gpu_time_ns == 150
+    proc.exit(101)
+    source.clock.advance(1)
+    s = source.sample()
+    assert s.groups["/a"].devices[R128].gpu_time_ns == 150
+    assert s.groups["/a"].devices[R128].clients == 1
+
+
+def test_memory_is_summed_per_group_and_region(proc, source):
+    proc.process(100, "/a", {3: ("/dev/dri/renderD128", fixture("i915")),
+                             4: ("/dev/dri/renderD128", fixture("i915").replace(
+                                 "drm-client-id:\t41", "drm-client-id:\t42"))})
+    du = source.sample().groups["/a"].devices[R128]
+    assert du.memory == {"current": 24 * MiB}
+    assert du.regions["system0"]["resident"] == 2 * 8196 * KiB
+
+
+def test_malformed_fdinfo_is_reported_and_skipped(proc, source):
+    proc.process(100, "/a", {3: ("/dev/dri/renderD128",
+                                 client(extra="drm-engine-copy:\tlots ns\n"))})
+    s = source.sample()
+    assert s.groups == {}
+    assert any("drm-engine-copy" in e and "/100/fdinfo/3" in e for e in s.errors)
+
+
+def test_processes_that_vanish_mid_scan_are_skipped(proc, source):
+    proc.process(100, "/a", {3: ("/dev/dri/renderD128", client())})
+    (proc.root / "4242").mkdir()  # a pid directory without fd/: exited
+    assert list(source.sample().groups) == ["/a"]
+
+
+def test_real_proc_scan_runs():
+    """The real /proc of this machine: no DRM devices needed, no errors other
+    than permissions."""
+    s = FdinfoSource().sample()
+    assert all("permission" in e for e in s.errors)

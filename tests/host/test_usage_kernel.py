@@ -1,0 +1,112 @@
+"""The kernel source on the fake cgroup tree: what it reads from each group's
+gpu.* files, which groups it visits, leaves, errors, rates."""
+
+from __future__ import annotations
+
+import pytest
+from fakeproc import Clock
+
+from pycgpu.formats import DevT
+from pycgpu.usage import AUTO, FDINFO, KERNEL, gpu_enabled_below, open_source, rates
+from pycgpu.usage.kernel import KernelSource
+
+I915, VGEM = DevT(226, 128), DevT(226, 129)
+
+
+def fill(group, stat=None, current=None, max_=None, peak=None, events=None,
+         weight=None, priority=None, effective=None):
+    for name, text in (("gpu.stat", stat), ("gpu.memory.current", current),
+                       ("gpu.memory.max", max_), ("gpu.memory.peak", peak),
+                       ("gpu.memory.events", events), ("gpu.weight", weight),
+                       ("gpu.priority", priority), ("gpu.priority.effective", effective)):
+        if text is not None:
+            (group / name).write_text(text)
+
+
+@pytest.fixture
+def tree(fake):
+    """/ai (inner) with /ai/train and /ai/infer, /plain without gpu and a
+    child of it, /solo a leaf."""
+    fake.make("ai/train")
+    fake.make("ai/infer")
+    fake.make("solo")
+    (fake.root / "plain" / "deeper").mkdir(parents=True)
+    fill(fake.root / "ai/train",
+         stat="226:128 usage_usec=2000000 wait_usec=500000\n226:129 usage_usec=0 wait_usec=0\n",
+         current="226:128 1073741824\n226:129 0\n", max_="226:128 2147483648\n226:129 max\n",
+         peak="226:128 1610612736\n226:129 0\n", events="226:128 max=3\n226:129 max=0\n",
+         weight="default 300\n226:129 50\n", priority="10\n", effective="5\n")
+    fill(fake.root / "ai", stat="226:128 usage_usec=2500000 wait_usec=600000\n",
+         priority="5\n", effective="5\n")
+    return fake
+
+
+def test_reads_every_file_of_a_group(tree):
+    s = KernelSource(tree.root).sample()
+    g = s.groups["/ai/train"]
+    assert (g.priority, g.priority_effective, g.leaf) == (10, 5, True)
+    a, b = g.devices[I915], g.devices[VGEM]
+    assert (a.gpu_time_ns, a.wait_ns, a.weight) == (2_000_000_000, 500_000_000, 300)
+    assert a.memory == {"current": 1 << 30, "max": 2 << 30, "peak": 3 << 29, "limit_hits": 3}
+    assert b.memory == {"current": 0, "max": None, "peak": 0, "limit_hits": 0}
+    assert b.weight == 50
+    assert s.errors == []
+
+
+def test_visits_gpu_groups_only_and_marks_leaves(tree):
+    s = KernelSource(tree.root).sample()
+    assert sorted(s.groups) == ["/ai", "/ai/infer", "/ai/train", "/solo"]
+    assert {p: g.leaf for p, g in s.groups.items()} == {
+        "/ai": False, "/ai/infer": True, "/ai/train": True, "/solo": True}
+
+
+def test_groups_without_memory_files(fake):
+    fake.memory = False
+    fake.make("a")
+    (fake.root / "a" / "gpu.stat").write_text("226:128 usage_usec=7 wait_usec=1\n")
+    du = KernelSource(fake.root).sample().groups["/a"].devices[I915]
+    assert (du.gpu_time_ns, du.memory, du.weight) == (7000, {}, 100)
+
+
+def test_a_malformed_file_is_reported_not_fatal(tree):
+    (tree.root / "solo" / "gpu.memory.max").write_text("226:128 lots\n")
+    s = KernelSource(tree.root).sample()
+    assert "/solo" in s.groups and "/ai/train" in s.groups
+    assert any("solo/gpu.memory.max" in e for e in s.errors)
+
+
+def test_rates_over_an_interval(tree):
+    src = KernelSource(tree.root)
+    src.clock = clock = Clock()
+    s1 = src.sample()
+    fill(tree.root / "ai/train",
+         stat="226:128 usage_usec=2750000 wait_usec=750000\n226:129 usage_usec=0 wait_usec=0\n")
+    clock.advance(1.0)
+    s2 = src.sample()
+    r = rates(s1, s2)
+    assert r[("/ai/train", I915)].gpu_percent == pytest.approx(75.0)
+    assert r[("/ai/train", I915)].wait_percent == pytest.approx(25.0)
+    assert r[("/ai/train", VGEM)].gpu_percent == 0.0
+    assert rates(None, s2) == {}
+
+
+def test_counter_reset_counts_zero(tree):
+    src = KernelSource(tree.root)
+    src.clock = clock = Clock()
+    s1 = src.sample()
+    fill(tree.root / "ai/train", stat="226:128 usage_usec=10 wait_usec=0\n")  # group re-made
+    clock.advance(1.0)
+    assert rates(s1, src.sample())[("/ai/train", I915)].gpu_percent == 0.0
+
+
+def test_auto_picks_kernel_when_gpu_is_enabled_below_the_root(tree, tmp_path):
+    assert gpu_enabled_below(tree.root)
+    assert open_source(AUTO, tree.root).name == KERNEL
+    assert open_source(AUTO, None).name == FDINFO
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "cgroup.subtree_control").write_text("cpu memory\n")
+    assert open_source(AUTO, bare).name == FDINFO
+    assert open_source(FDINFO, tree.root).name == FDINFO
+    with pytest.raises(ValueError):
+        open_source("nvml", tree.root)
