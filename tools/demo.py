@@ -71,6 +71,9 @@ def main() -> int:
                 share = 100 * d / sum(delta)
                 print(f"   {cg.name}: {d / 1000:7.0f} ms of GPU time = {share:4.1f}%")
 
+            step("what pycgpu top shows meanwhile")
+            subprocess.run([sys.executable, "-m", "pycgpu", "top", "--once"], check=False)
+
             step("a high-priority container cuts in (gpu.priority 200 > 0)")
             vip.add_proc(os.getpid())
             try:
