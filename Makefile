@@ -29,8 +29,9 @@ test: lint test-host test-vm ## every test tier
 test-host: venv ## host tier: pytest, no root, no VM
 	$(PY) -m pytest tests/host
 
-test-vm: kernel ## VM tier: pytest as root inside the VM on the patched kernel
-	$(VM) "$(PYTEST_VM) tests/vm"
+TESTS ?= tests/vm
+test-vm: kernel ## VM tier: pytest as root inside the VM (TESTS='tests/vm/test_memory.py' for a part)
+	$(VM) "$(PYTEST_VM) $(TESTS)"
 
 lint: venv ## ruff on the Python code
 	.venv/bin/ruff check pycgpu tests tools bench
