@@ -24,8 +24,9 @@
  *
  * GPU time is scheduled by the core below ("GPU time: the scheduling core")
  * and reported in gpu.stat: "MAJ:MIN usage_usec=N wait_usec=N" per device,
- * the time the cgroup's work ran and the time it was runnable but waiting,
- * both hierarchical, kept after the tasks exit.
+ * the time the cgroup's work ran and the time its work items spent queued
+ * before they started (summed over the items, like the run delay of
+ * schedstats), both hierarchical, kept after the tasks exit.
  *
  * gpu.memory.max limits the GPU buffer memory charged to a cgroup and its
  * descendants on one device (the "limits" model): a buffer is charged, when
