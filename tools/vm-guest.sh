@@ -3,7 +3,7 @@
 # kernel log and the command's status into $PYCGPU_VM_OUT for the host.
 set -u
 cd "$(dirname "$0")/.." || exit 1
-export PYCGPU_IN_VM=1 PYTHONDONTWRITEBYTECODE=1
+export PYCGPU_IN_VM=1 PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 # cgroup2 is mounted by virtme-ng's init; make sure, for older versions.
 if ! grep -q ' /sys/fs/cgroup cgroup2 ' /proc/mounts; then
 	mount -t cgroup2 none /sys/fs/cgroup
