@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .capabilities import Finding
+
 if TYPE_CHECKING:
     from .devices import Device
     from .formats import DevT
@@ -88,14 +90,6 @@ class Host:
 
     devices: tuple[Device, ...] = ()
     nvidia_version: str | None = None
-
-
-@dataclass(frozen=True)
-class Finding:
-    id: str
-    status: str
-    message: str
-    fix: str | None = None
 
 
 @dataclass
