@@ -7,7 +7,7 @@ VM := tools/vm.sh run
 PYTEST_VM := $(PY) -m pytest -p no:cacheprovider -ra
 
 .PHONY: help demo test test-host test-vm lint checkpatch bench bench-% kernel vm-shell vm-run \
-	patches setup venv clean
+	patches setup venv clean bench-exporter
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -41,6 +41,9 @@ checkpatch: setup ## scripts/checkpatch.pl --strict on the series
 
 bench: kernel ## every benchmark, in the VM; results in bench/results/
 	$(VM) "$(PY) bench/run.py"
+
+bench-exporter: venv ## the exporter's scrape cost on a generated 2,000-container tree, on the host
+	$(PY) bench/exporter.py
 
 bench-%: kernel ## one benchmark: make bench-memory, bench-cli
 	$(VM) "$(PY) bench/run.py $*"

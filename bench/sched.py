@@ -1,5 +1,10 @@
 """bench-sched: how exactly gpu.weight and gpu.priority divide a simulated GPU.
 
+simgpu is loaded (or reloaded) with two devices, one engine, one job in
+flight per engine: device 0 (the first render node) follows the gpu cgroup
+policy, device 1 keeps drm_sched's stock FIFO policy (module parameter
+fifo=2). Everything runs on device 0 but the side-by-side comparisons.
+
 fairness: share error, in percentage points, of saturating cgroups with
 weights 1:1, 1:3, 1:10, 1:100, 8 random weights and a 3-level hierarchy,
 each measured from gpu.stat over a window; fairness_max_error_pts is the
@@ -7,14 +12,36 @@ worst. convergence_ms: after a weight change from 1:1 to 1:9, the delay after
 which the new shares held, from b's shortfall over the next 3 s (see
 convergence()); exact to about one 10 ms job.
 prio_wait_*_jobs: how long a high-priority job waits to start under 8
-saturating low-priority cgroups, in job durations (p50, p99). pick_ns_p99:
-the cost of one pick of the scheduler with 10,000 cgroups of which 1,000
-have work queued, measured by simgpu around each pick. Writes
-bench/results/sched.json.
+saturating low-priority cgroups, in job durations (p50, p99).
+shallow_share_error_pts: a client that keeps exactly one 20 ms job queued
+(it submits the next as soon as the last ends) against a saturating one
+(depth 6), at weights 900:100 (want 90%) and 100:100 (want 50%): the worst
+error of its share, which only holds if the policy waits for its next job
+instead of handing the engine to the other one in the gap (see shallow()).
+band_change_share_error_pts: two priority-0 cgroups at equal weights, one
+of which starved for 3 s behind a priority-100 one and one that arrives as
+it leaves: the error of their shares over the next 2 s (want 50:50; see
+band_change()).
+throughput_ratio: GPU time delivered per wall second on device 0 over that
+on device 1, two saturating cgroups of 1 ms jobs on each, both at once
+(the cost of the policy's selection, per job). anticipation_throughput_loss_pct:
+the same with one saturating cgroup and one client that runs a 1 ms job
+then sleeps 20 ms: how much busy time device 0 loses against device 1 to
+waiting for clients that went idle (see side_by_side()). GPU time there is
+read from the clients' fdinfo (drm-engine-render), as gpu.stat charges
+nothing on a FIFO device. select_cost_ratio: the median time drm_sched
+takes from starting its run-job work to handing a job to the driver (the
+selection, plus a pop that is the same for both) with the policy over
+stock FIFO, with 10 and with 1,000 entities holding ready jobs, each
+owned from its own cgroup, on both devices at once, from ftrace
+(workqueue_execute_start to drm_run_job); the worse of the two ratios
+(see select_costs()).
+Writes bench/results/sched.json.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import random
 import subprocess
@@ -28,16 +55,43 @@ from common import save, table
 from pycgpu import formats
 from pycgpu.cgroup import Cgroup, find_mount
 from pycgpu.simgpu import Load, SimGpu, render_nodes
+from pycgpu.usage.fdinfo import fd_devnum, parse_fdinfo
 
 JOB_NS = int(os.environ.get("BENCH_SCHED_JOB_NS", "5000000"))
 WINDOW_S = float(os.environ.get("BENCH_SCHED_WINDOW_S", "3"))
+# device 0 follows the gpu cgroup policy, device 1 (bit 1) keeps drm_sched's FIFO
+SIMGPU_PARAMS = {"devices": "2", "engines": "1", "credits": "1", "fifo": "2"}
 
 
-def load_simgpu() -> Path:
-    if not Path("/sys/module/simgpu").exists():
+def load_simgpu() -> tuple[Path, Path]:
+    """simgpu with SIMGPU_PARAMS, reloaded if it was loaded with others (as
+    the VM tests do): the render nodes of the policy and of the FIFO device."""
+    module = Path("/sys/module/simgpu")
+    loaded = module.exists()
+    if loaded:
+        have = {k: (module / "parameters" / k).read_text().strip() for k in SIMGPU_PARAMS}
+        if have != SIMGPU_PARAMS:
+            progress(f"reloading simgpu: {have} -> {SIMGPU_PARAMS}")
+            subprocess.run(["rmmod", "simgpu"], check=True)
+            loaded = False
+    if not loaded:
         ko = Path(os.environ.get("PYCGPU_EXT", "")) / "simgpu.ko"
-        subprocess.run(["insmod", str(ko), "devices=2"], check=True)
-    return render_nodes()[0]
+        subprocess.run(["insmod", str(ko), *(f"{k}={v}" for k, v in SIMGPU_PARAMS.items())],
+                       check=True)
+    deadline = time.monotonic() + 10
+    while len(nodes := render_nodes()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)  # in case the device nodes show up after insmod returns
+    if len(nodes) != 2:
+        raise RuntimeError(f"simgpu loaded with devices=2, but its render nodes are {nodes}")
+    return nodes[0], nodes[1]
+
+
+def check_policies(top: Cgroup, policy: Path, fifo: Path) -> None:
+    """gpu.stat's sched=: 1 where the controller schedules, 0 on the FIFO device."""
+    stat = top.stat()
+    got = (stat[devt(policy)]["sched"], stat[devt(fifo)]["sched"])
+    if got != (1, 0):
+        raise RuntimeError(f"gpu.stat sched= of {policy}, {fifo}: {got}, want (1, 0)")
 
 
 def devt(node: Path) -> formats.DevT:
@@ -54,6 +108,77 @@ def shares_over(groups: list[Cgroup], dev: formats.DevT, seconds: float) -> list
     time.sleep(seconds)
     delta = [a - b for a, b in zip(usage(groups, dev), before, strict=True)]
     return [100.0 * d / sum(delta) for d in delta]
+
+
+def _pulse(node: str, cgroup: str, duration_ns: int, pause_s: float, stop, ready) -> None:
+    Path(cgroup, "cgroup.procs").write_text(str(os.getpid()))
+    with SimGpu(node) as gpu:
+        ready.set()
+        while not stop.is_set():
+            gpu.wait(gpu.submit(duration_ns))
+            time.sleep(pause_s)
+
+
+class Pulse:
+    """A process in @cgroup that runs one job of @duration_ns, waits for it,
+    sleeps @pause_s and so on until stop(): a client that goes idle."""
+
+    def __init__(self, node: Path, cgroup: Path, duration_ns: int, pause_s: float) -> None:
+        ctx = multiprocessing.get_context("fork")
+        self._stop, ready = ctx.Event(), ctx.Event()
+        self.proc = ctx.Process(target=_pulse, daemon=True,
+                                args=(str(node), str(cgroup), duration_ns, pause_s,
+                                      self._stop, ready))
+        self.proc.start()
+        if not ready.wait(30):
+            self.stop()
+            raise TimeoutError(f"simgpu pulse client on {node} did not start")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.proc.join(30)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+
+
+def client_busy_ns(pids: list[int], dev: formats.DevT) -> int:
+    """GPU time the DRM clients of @pids have used on @dev so far, from their
+    fdinfo (drm-engine-*: simgpu adds each job's duration at its end), each
+    client counted once."""
+    busy: dict[int, int] = {}
+    for pid in pids:
+        found = False
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            if fd_devnum(f"/proc/{pid}/fd/{fd}") != (dev.major, dev.minor):
+                continue
+            try:
+                with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                    client = parse_fdinfo(f.read())
+            except OSError:
+                continue
+            if client is not None and client.client_id is not None:
+                busy[client.client_id] = sum(client.engines.values())
+                found = True
+        if not found:
+            raise RuntimeError(f"pid {pid} has no simgpu client on {dev}")
+    return sum(busy.values())
+
+
+def busy_fractions(clients: dict[formats.DevT, list[int]],
+                   seconds: float) -> dict[formats.DevT, float]:
+    """Per device, the GPU time used by @clients' pids over @seconds / the
+    wall time; every device read at the same moments."""
+
+    def read() -> tuple[float, dict[formats.DevT, int]]:
+        t0 = time.monotonic()
+        got = {dev: client_busy_ns(pids, dev) for dev, pids in clients.items()}
+        return (t0 + time.monotonic()) / 2, got
+
+    t0, before = read()
+    time.sleep(seconds)
+    t1, after = read()
+    return {dev: (after[dev] - before[dev]) / 1e9 / (t1 - t0) for dev in clients}
 
 
 def fairness_case(top: Cgroup, node: Path, name: str, tree: dict) -> tuple[float, list, list]:
@@ -132,49 +257,174 @@ def prio_waits(top: Cgroup, node: Path, n: int = 60) -> list[float]:
     return sorted(waits)
 
 
-def measure_picks(node: Path, mount: Path, leaves: list[Cgroup]) -> list[int]:
-    """ns of the picks made while every leaf has work queued: one blocker job
-    holds the engine while one job per leaf and a second one are queued,
-    then the first len(leaves) picks find all leaves active."""
-    me = os.getpid()
-    with SimGpu(node) as blocker, SimGpu(node) as gpu:
-        top_seq = blocker.submit(10 * 10**9)
-        picks0, _ = gpu.pick_stats()
-        last = 0
-        for leaf in leaves:
-            leaf.add_proc(me)
-            gpu.submit(100_000)
-            last = gpu.submit(100_000)
-        Cgroup(mount).add_proc(me)
-        blocker.wait(top_seq, 20 * 10**9)
-        gpu.wait(last, 60 * 10**9)
-        picks1, samples = gpu.pick_stats()
-    # samples: the latest picks, at most 8192, in ring order
-    cut = picks1 % len(samples) if picks1 > len(samples) else 0
-    ring = samples[cut:] + samples[:cut]
-    ours = ring[len(ring) - (picks1 - picks0):]
-    return sorted(ours[1:len(leaves) + 1])  # ours[0]: the pick at the blocker's submit
+def shallow(top: Cgroup, node: Path, name: str, weight: int) -> tuple[float, float]:
+    """A client that keeps exactly one 20 ms job queued (a Load of depth 1:
+    it submits the next job as soon as its wait for the last returns, a
+    fraction of a ms later), at @weight, against a saturating one (5 ms jobs,
+    depth 6) at 100. Between two of its jobs the shallow client has nothing
+    queued: unless the policy holds the engine for it over that gap, the
+    other gets a job in every gap and the shallow one at most 20 / (20 + 5)
+    = 80%. Returns the shares of (shallow, deep) in % over a window."""
+    base = top.child(name)
+    sh, deep = base.child("shallow"), base.child("deep")
+    for g in (sh, deep):
+        g.create()
+    sh.set_weight(weight)
+    deep.set_weight(100)
+    loads: list[Load] = []
+    try:
+        loads.append(Load(node, deep.path, JOB_NS, depth=6))
+        loads.append(Load(node, sh.path, 20_000_000, depth=1))
+        time.sleep(0.5)
+        got = shares_over([sh, deep], devt(node), WINDOW_S)
+    finally:
+        for load in loads:
+            load.stop()
+    return got[0], got[1]
 
 
-def pick_cost(mount: Path, node: Path) -> tuple[list[int], list[int], float]:
-    """Left in place afterwards: removing 10,010 cgroups takes minutes under
-    an emulator, and the VM's cgroup tree goes with the VM (run it last)."""
-    base = Cgroup(mount, f"pycgpu-bench-picks-{uuid.uuid4().hex[:6]}")
+def band_change(top: Cgroup, node: Path) -> tuple[float, float]:
+    """early (priority 0, weight 100) keeps the engine saturated for 3 s but
+    gets nothing of it: high (priority 100) saturates it too. Then high stops
+    and late (priority 0, weight 100) starts: the shares of (early, late) in
+    % over the 2 s from the moment late has its jobs queued. A policy that
+    lets early bank the time it waited in the lower band, or lets late start
+    with a credit, splits them unevenly."""
+    high, early, late = (top.child(f"band-{n}") for n in ("high", "early", "late"))
+    for g in (high, early, late):
+        g.create()
+    top.set_priority(1000)  # else it clamps its children to its own 0
+    high.set_priority(100)
+    early.set_weight(100)
+    late.set_weight(100)
+    loads: list[Load] = []
+    try:
+        loads.append(first := Load(node, high.path, JOB_NS))
+        loads.append(Load(node, early.path, JOB_NS))
+        time.sleep(3.0)
+        first.stop()
+        loads.append(Load(node, late.path, JOB_NS))
+        got = shares_over([early, late], devt(node), 2.0)
+    finally:
+        for load in loads:
+            load.stop()  # again for high: a no-op
+    return got[0], got[1]
+
+
+def side_by_side(top: Cgroup, nodes: tuple[Path, Path], idle: bool) -> tuple[float, float]:
+    """The same load on the policy and the FIFO device at once: on each, a
+    cgroup with a saturating load of 1 ms jobs (depth 4) and a second cgroup
+    that either (@idle false) saturates too, or (@idle) runs a 1 ms job,
+    waits for it and sleeps 20 ms, over and over: its queue empties after
+    each job, and any time the policy holds the engine for it is lost.
+    Returns the busy fraction of each device (policy, fifo) over a window:
+    the GPU time its clients used, from fdinfo, over the wall time."""
+    kind = "idle" if idle else "tp"
+    loads: list[Load | Pulse] = []
+    clients: dict[formats.DevT, list[int]] = {}
+    try:
+        for which, node in zip(("policy", "fifo"), nodes, strict=True):
+            a, b = top.child(f"{kind}-{which}-a"), top.child(f"{kind}-{which}-b")
+            for g in (a, b):
+                g.create()
+            loads.append(Load(node, a.path, 1_000_000, depth=4))
+            if idle:
+                loads.append(Pulse(node, b.path, 1_000_000, 0.020))
+            else:
+                loads.append(Load(node, b.path, 1_000_000, depth=4))
+            clients[devt(node)] = [load.proc.pid for load in loads[-2:]]
+        time.sleep(0.5)
+        got = busy_fractions(clients, WINDOW_S)
+    finally:
+        for load in loads:
+            load.stop()
+    return got[devt(nodes[0])], got[devt(nodes[1])]
+
+
+TRACEFS = Path("/sys/kernel/tracing")
+
+
+def _trace(setting: str, value: str) -> None:
+    (TRACEFS / setting).write_text(value)
+
+
+def _hold_clients(node: str, base: str, n: int, jobs: int, ready, stop) -> None:
+    """Opens @n clients of @node, then queues @jobs jobs of 200 us on each
+    behind a 3 s blocker, client i from cgroup @base/c<i> (a client's time
+    goes to the cgroup of whoever used it last)."""
+    procs = Path(base, "cgroup.procs")
+    procs.write_text(str(os.getpid()))
+    blocker = SimGpu(node)
+    gpus = [SimGpu(node) for _ in range(n)]
+    blocker.submit(3_000_000_000)
+    for i, gpu in enumerate(gpus):
+        Path(base, f"c{i}", "cgroup.procs").write_text(str(os.getpid()))
+        for _ in range(jobs):
+            gpu.submit(200_000)
+    procs.write_text(str(os.getpid()))
+    ready.set()
+    stop.wait(120)
+
+
+def select_costs(top: Cgroup, nodes: tuple[Path, Path], active: int) -> tuple[float, float]:
+    """The cost of a selection in drm_sched with the cgroup policy (device 0)
+    and with stock FIFO (device 1), at @active entities with ready jobs, each
+    owned from its own cgroup, both devices at once: the median time from
+    drm_sched's run-job work starting (workqueue_execute_start) to the job
+    handed to the driver (drm_run_job), which is the selection plus the pop
+    of the job, the same on both. Read from ftrace; simgpu names each
+    scheduler simgpuN.ENGINE."""
+    base = top.child(f"select{active}")
     base.create()
-    base.enable_controller()
-    leaves = []
-    t0 = time.monotonic()
-    for i in range(10):
-        p = base.child(f"p{i}")
-        p.path.mkdir()
-        p.enable_controller()
-        for j in range(1000):
-            p.child(f"c{j}").path.mkdir()
-        leaves += [p.child(f"c{j}") for j in range(0, 1000, 10)]
-    made_s = time.monotonic() - t0
-    few = measure_picks(node, mount, leaves[::100])
-    many = measure_picks(node, mount, leaves)
-    return many, few, made_s
+    for i in range(active):
+        base.child(f"c{i}").create()
+    ctx = multiprocessing.get_context("fork")
+    stop = ctx.Event()
+    procs = []
+    _trace("tracing_on", "0")
+    _trace("trace", "")
+    _trace("buffer_size_kb", "32768")
+    for event in ("workqueue/workqueue_execute_start", "gpu_scheduler/drm_run_job"):
+        _trace(f"events/{event}/enable", "1")
+    try:
+        _trace("tracing_on", "1")
+        readies = [ctx.Event() for _ in nodes]
+        for node, ready in zip(nodes, readies, strict=True):
+            p = ctx.Process(target=_hold_clients,
+                            args=(str(node), str(base.path), active, 4, ready, stop))
+            p.start()
+            procs.append(p)
+        for ready in readies:
+            if not ready.wait(600):
+                raise TimeoutError("select-cost clients did not start")
+        # the blockers end and every queued job runs: 3 s + 0.8 s at most
+        time.sleep(5.0)
+        _trace("tracing_on", "0")
+        text = (TRACEFS / "trace").read_text()
+    finally:
+        for event in ("workqueue/workqueue_execute_start", "gpu_scheduler/drm_run_job"):
+            _trace(f"events/{event}/enable", "0")
+        stop.set()
+        for p in procs:
+            p.join(60)
+    started: dict[str, float] = {}
+    costs: dict[str, list[float]] = {"simgpu0": [], "simgpu1": []}
+    for line in text.splitlines():
+        if line.startswith("#") or ": " not in line:
+            continue
+        head, _, body = line.partition(": ")
+        fields = head.split()
+        task, ts = fields[0], float(fields[-1].rstrip(":"))
+        if body.startswith("workqueue_execute_start") and "drm_sched_run_job_work" in body:
+            started[task] = ts
+        elif body.startswith("drm_run_job") and task in started:
+            ring = body.split("ring=")[1].split(".")[0]
+            if ring in costs:
+                costs[ring].append((ts - started.pop(task)) * 1e9)
+    if min(len(c) for c in costs.values()) < 20:
+        raise RuntimeError(f"too few selections traced: { {k: len(v) for k, v in costs.items()} }")
+    med = [sorted(costs[k])[len(costs[k]) // 2] for k in ("simgpu0", "simgpu1")]
+    return med[0], med[1]
 
 
 def progress(what: str) -> None:
@@ -186,7 +436,7 @@ def pct(sorted_values: list[float], q: float) -> float:
 
 
 def main() -> int:
-    node = load_simgpu()
+    node, fifo_node = load_simgpu()
     top = Cgroup(find_mount(), f"pycgpu-bench-{uuid.uuid4().hex[:6]}")
     top.create()
     rng = random.Random(7)
@@ -198,8 +448,10 @@ def main() -> int:
         "8 random": {f"g{i}": rng.randint(20, 2000) for i in range(8)},
         "3-level": {"a": (100, {"a1": (100, {"x": 100, "y": 300}), "a2": 200}), "b": 300},
     }
-    rows, errors = [], {}
+    shallow_cases = {"900:100": (900, 90.0), "100:100": (100, 50.0)}
+    rows, errors, shallow_got = [], {}, {}
     try:
+        check_policies(top, node, fifo_node)
         for i, (name, tree) in enumerate(cases.items()):
             progress(f"fairness {name}")
             err, got, want = fairness_case(top, node, f"case{i}", tree)
@@ -211,21 +463,45 @@ def main() -> int:
         conv = convergence(top, node)
         progress("priority waits")
         waits = prio_waits(top, node)
+        for i, (name, (weight, _)) in enumerate(shallow_cases.items()):
+            progress(f"shallow client {name}")
+            shallow_got[name] = shallow(top, node, f"shallow{i}", weight)
+        progress("band change")
+        band = band_change(top, node)
+        progress("throughput, policy and FIFO devices side by side")
+        busy_tp = side_by_side(top, (node, fifo_node), idle=False)
+        progress("anticipation, policy and FIFO devices side by side")
+        busy_idle = side_by_side(top, (node, fifo_node), idle=True)
+        select = {}
+        for active in (10, 1000):
+            progress(f"selection cost, {active} active entities, policy and FIFO side by side")
+            select[active] = select_costs(top, (node, fifo_node), active)
     finally:
         top.remove(recursive=True)
-    progress("pick cost: 10,010 cgroups, 1,000 active")
-    picks, picks_few, made_s = pick_cost(top.mount, node)
+    shallow_err = {name: abs(shallow_got[name][0] - want)
+                   for name, (_, want) in shallow_cases.items()}
+    band_err = max(abs(share - 50.0) for share in band)
     result = {
         "fairness_max_error_pts": max(errors.values()),
         "fairness_error_pts": errors,
         "convergence_ms": round(conv, 1),
         "prio_wait_p50_jobs": round(pct(waits, 0.5), 3),
         "prio_wait_p99_jobs": round(pct(waits, 0.99), 3),
-        "pick_ns_p50": pct(picks, 0.5),
-        "pick_ns_p99": pct(picks, 0.99),
-        "pick_samples": len(picks),
-        "pick_ns_p99_10_active": pct(picks_few, 0.99),
-        "pick_p99_ratio_1000_vs_10_active": round(pct(picks, 0.99) / pct(picks_few, 0.99), 2),
+        "shallow_share_error_pts": round(max(shallow_err.values()), 2),
+        "shallow_share_pct": {name: round(got[0], 2) for name, got in shallow_got.items()},
+        "shallow_share_want_pct": {name: want for name, (_, want) in shallow_cases.items()},
+        "band_change_share_error_pts": round(band_err, 2),
+        "band_change_share_pct": {"early": round(band[0], 2), "late": round(band[1], 2)},
+        "throughput_ratio": round(busy_tp[0] / busy_tp[1], 3),
+        "throughput_busy_policy": round(busy_tp[0], 4),
+        "throughput_busy_fifo": round(busy_tp[1], 4),
+        "anticipation_throughput_loss_pct": round(100 * (1 - busy_idle[0] / busy_idle[1]), 2),
+        "anticipation_busy_policy": round(busy_idle[0], 4),
+        "anticipation_busy_fifo": round(busy_idle[1], 4),
+        "select_cost_ratio": round(max(p / f for p, f in select.values()), 3),
+        "select_cost_ratio_by_active": {str(k): round(p / f, 3) for k, (p, f) in select.items()},
+        "select_cost_ns": {str(k): {"policy": round(p), "fifo": round(f)}
+                           for k, (p, f) in select.items()},
         "job_ns": JOB_NS,
         "window_s": WINDOW_S,
     }
@@ -234,11 +510,22 @@ def main() -> int:
         ("convergence_ms (1:1 -> 1:9)", f"{conv:.0f} ms"),
         ("prio wait p50 / p99", f"{result['prio_wait_p50_jobs']:.2f} / "
                                 f"{result['prio_wait_p99_jobs']:.2f} jobs"),
-        ("pick ns p50 / p99, 1,000 active", f"{result['pick_ns_p50']} / {result['pick_ns_p99']} ns "
-                                            f"({len(picks)} picks; 10,010 cgroups made in "
-                                            f"{made_s:.1f} s)"),
-        ("pick ns p99, 10 active", f"{result['pick_ns_p99_10_active']} ns"),
-        ("pick p99 ratio 1,000 / 10 active", f"{result['pick_p99_ratio_1000_vs_10_active']}"),
+    ]
+    rows += [(f"shallow client {name}",
+              f"error {shallow_err[name]:5.2f} pts  shallow {got[0]:.1f}%  deep {got[1]:.1f}%"
+              f"  want {shallow_cases[name][1]:g}%")
+             for name, got in shallow_got.items()]
+    rows += [
+        ("shallow_share_error_pts", f"{result['shallow_share_error_pts']:.2f}"),
+        ("band_change_share_error_pts", f"{band_err:.2f}  early {band[0]:.1f}%  "
+                                        f"late {band[1]:.1f}%  want 50%"),
+        ("throughput_ratio (policy / FIFO)", f"{result['throughput_ratio']:.3f}  busy "
+                                             f"{busy_tp[0]:.4f} / {busy_tp[1]:.4f}"),
+        ("anticipation_throughput_loss_pct", f"{result['anticipation_throughput_loss_pct']:.2f}%"
+                                             f"  busy {busy_idle[0]:.4f} / {busy_idle[1]:.4f}"),
+        *((f"selection, {k} active entities", f"policy {p / 1000:.1f} us, FIFO {f / 1000:.1f} us,"
+           f" ratio {p / f:.2f}") for k, (p, f) in select.items()),
+        ("select_cost_ratio", f"{result['select_cost_ratio']:.2f} (the worse of the two)"),
     ]
     table(f"bench-sched: simgpu, {JOB_NS / 1e6:g} ms jobs, {WINDOW_S:g} s windows", rows)
     save("sched", result)

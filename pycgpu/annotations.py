@@ -14,18 +14,18 @@ CLI options, comma-separated when there are several:
 Only these keys are accepted under the ``pycgpu.io/`` prefix: any other
 ``pycgpu.io/`` key makes the whole request invalid (fail closed). CRI-O's
 CVE-2023-6476 came from an annotation that passed arbitrary cgroup files
-through; here every value is parsed by the CLI's own option parser and
-written back in the kernel's format, to the three knob files only.
+through; here every value is parsed by the parser of the CLI's options
+(:func:`pycgpu.knobs.parse_settings`) and written back in the kernel's
+format, to the three knob files only.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from . import formats
-from .knobs import Settings
+from .knobs import DeviceResolver, InvalidRequest, Names, Settings, parse_settings
 
 PREFIX = "pycgpu.io/"
 WEIGHT = PREFIX + "gpu.weight"
@@ -36,12 +36,6 @@ KNOBS = (WEIGHT, PRIORITY, MEMORY_MAX)
 ALLOWED = (*KNOBS, IMAGE_CHECK)
 ENFORCE, WARN, OFF = "enforce", "warn", "off"
 IMAGE_CHECK_MODES = (ENFORCE, WARN, OFF)
-
-KnobParser = Callable[[tuple[str, ...], str | None, tuple[str, ...]], Settings]
-"""Parses (--weight values, --priority value, --memory-max values) into
-Settings, raising :class:`AnnotationError`: the CLI passes its own option
-parser (:func:`pycgpu.commands.common.settings_from_options`)."""
-
 
 class AnnotationError(ValueError):
     """An annotation that is not allowed or does not parse: nothing is applied."""
@@ -62,7 +56,7 @@ class Request:
 def _values(key: str, value: str) -> tuple[str, ...]:
     items = tuple(v.strip() for v in value.split(","))
     if not value.strip() or any(not v for v in items):
-        raise AnnotationError(f"annotation {key}={value!r}: empty value (give e.g. "
+        raise AnnotationError(f"annotation {key}={formats.shown(value)}: empty value (give e.g. "
                               f"{_EXAMPLES[key]})")
     return items
 
@@ -73,13 +67,14 @@ _EXAMPLES = {
     MEMORY_MAX: "'renderD128=2G' or 'renderD128=2G,renderD129=512M'",
 }
 
-_OPTION_PREFIX = re.compile(r"^--[a-z-]+ (?:'[^']*'|\"[^\"]*\"): ")
+_NAMES = Names(WEIGHT, PRIORITY, MEMORY_MAX)
 
 
-def parse(annotations: Mapping[str, object], parse_knobs: KnobParser) -> Request:
-    """The request in @annotations; keys outside ``pycgpu.io/`` are ignored.
-    Raises :class:`AnnotationError` for an unknown ``pycgpu.io/`` key or a
-    value that does not parse."""
+def parse(annotations: Mapping[str, object], resolve: DeviceResolver) -> Request:
+    """The request in @annotations; keys outside ``pycgpu.io/`` are ignored;
+    @resolve turns a DEV into the render node's number. Raises
+    :class:`AnnotationError` for an unknown ``pycgpu.io/`` key or a value
+    that does not parse."""
     ours = {k: v for k, v in annotations.items() if k.startswith(PREFIX)}
     unknown = sorted(k for k in ours if k not in ALLOWED)
     if unknown:
@@ -103,16 +98,15 @@ def parse(annotations: Mapping[str, object], parse_knobs: KnobParser) -> Request
         values = _values(key, str(ours[key]))
         try:
             if key == WEIGHT:
-                parts.append(parse_knobs(values, None, ()))
+                parts.append(parse_settings(values, None, (), resolve, _NAMES))
             elif key == PRIORITY:
                 if len(values) > 1:
-                    raise AnnotationError(f"{key} takes one value")
-                parts.append(parse_knobs((), values[0], ()))
+                    raise AnnotationError(f"annotation {key} takes one value")
+                parts.append(parse_settings((), values[0], (), resolve, _NAMES))
             else:
-                parts.append(parse_knobs((), None, values))
-        except AnnotationError as e:
-            why = _OPTION_PREFIX.sub("", str(e))
-            raise AnnotationError(f"annotation {key}={ours[key]!r}: {why}") from None
+                parts.append(parse_settings((), None, values, resolve, _NAMES))
+        except InvalidRequest as e:
+            raise AnnotationError(f"annotation {e}") from None
     for part in parts:
         s = request.settings
         s.weight = part.weight if part.weight is not None else s.weight

@@ -59,7 +59,7 @@ class Report:
 
 def _read(path: Path) -> str | None:
     try:
-        return path.read_text()
+        return path.read_bytes().decode(errors="surrogateescape")
     except OSError:
         return None
 
@@ -71,13 +71,9 @@ def _words(path: Path) -> set[str] | None:
 
 def _mounts(mountinfo: Path) -> list[tuple[str, str, str]]:
     """(mount point, fstype, super options) of every mount."""
-    out = []
-    for line in (_read(mountinfo) or "").splitlines():
-        pre, _, post = line.partition(" - ")
-        pre_f, post_f = pre.split(" "), post.split(" ")
-        if len(pre_f) > 4 and len(post_f) > 2:
-            out.append((pre_f[4].replace("\\040", " "), post_f[0], post_f[2]))
-    return out
+    from .mountinfo import parse
+
+    return [(m.mount_point, m.fstype, m.super_options) for m in parse(_read(mountinfo) or "")]
 
 
 def _echo_gpu(files: list[Path]) -> str:
@@ -166,7 +162,9 @@ def _check_controller(host: Host, root: Path, report: Report) -> bool:
 
 
 def _check_path(root: Path, path: str, report: Report) -> None:
-    rel = Path(path.strip("/"))
+    from .cgroup import resolve_path
+
+    rel = Path(resolve_path(root, path))
     chain = [root] + [root.joinpath(*rel.parts[: i + 1]) for i in range(len(rel.parts))]
     target = chain[-1]
     missing = [cg for cg in chain[:-1]
@@ -227,6 +225,12 @@ def _check_dmem(root: Path, report: Report) -> None:
 
 
 def check(host: Host | None = None, path: str | None = None) -> Report:
+    """The findings for @host; @path (a cgroup PATH argument) that breaks the
+    path rule raises :class:`pycgpu.cgroup.InvalidPath`."""
+    from .cgroup import check_relpath
+
+    if path is not None:
+        check_relpath(path)
     host = host or Host()
     report = Report()
     root = _check_mount(host, report)

@@ -10,31 +10,112 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 from . import formats
 
+T = TypeVar("T")
+
 CONTROLLER = "gpu"
 DEFAULT_MOUNT = Path("/sys/fs/cgroup")
+
+
+NAME_MAX = 255  # bytes in one path component (cgroupfs: kernfs, like any Linux fs)
 
 
 class CgroupError(OSError):
     """A cgroup operation the kernel refused; the message names the file and the value."""
 
 
+class InvalidPath(ValueError):
+    """A cgroup path pycgpu refuses before touching anything: ``..``, a
+    component the kernel cannot take, or an absolute path outside the root."""
+
+
 def find_mount(mountinfo: Path = Path("/proc/self/mountinfo")) -> Path:
     """The first cgroup2 mount point, from /proc/self/mountinfo."""
+    from .mountinfo import parse as parse_mountinfo
+
     try:
-        text = mountinfo.read_text()
+        text = mountinfo.read_bytes().decode(errors="surrogateescape")
     except OSError as e:
         raise CgroupError(e.errno, f"cannot read {mountinfo}: {e.strerror}") from None
-    for line in text.splitlines():
-        # ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPER
-        pre, _, post = line.partition(" - ")
-        if post.split(" ", 1)[0] == "cgroup2":
-            return Path(pre.split(" ")[4].replace("\\040", " "))
+    for mount in parse_mountinfo(text):
+        if mount.fstype == "cgroup2":
+            return Path(mount.mount_point)
     raise CgroupError(errno.ENOENT, "no cgroup2 file system is mounted (cgroup v1 host?)")
+
+
+def check_relpath(relpath: str) -> Path:
+    """@relpath (relative to a cgroup root, leading and trailing / ignored)
+    as a Path, or :class:`InvalidPath`: no ``..``, and every component a name
+    cgroupfs takes (at most 255 bytes, no NUL, no newline)."""
+    rel = Path(relpath.strip("/"))
+    what = f"cgroup path {formats.shown(relpath)}"
+    for part in rel.parts:
+        if part == "..":
+            raise InvalidPath(f"{what} must not contain '..'")
+        if "\0" in part or "\n" in part:
+            raise InvalidPath(f"{what} has a NUL or newline character")
+        size = len(part.encode(errors="surrogateescape"))
+        if size > NAME_MAX:
+            raise InvalidPath(f"{what}: the component {formats.shown(part)} is {size} bytes "
+                              f"long, the limit is {NAME_MAX}")
+    return rel
+
+
+def resolve_path(mount: Path, text: str) -> str:
+    """The one rule for a PATH argument, as every command takes it: relative
+    to the cgroup root @mount, with or without a leading ``/`` (the form
+    /proc/PID/cgroup shows), or an absolute path that begins with @mount.
+    An absolute path under the usual mount point /sys/fs/cgroup when the
+    root is elsewhere is refused rather than created inside the root, and
+    so is ``..``. Returns the path relative to @mount."""
+    root = str(mount).rstrip("/") or "/"
+    if root != "/" and (text == root or text.rstrip("/") == root):
+        return ""
+    if root != "/" and text.startswith(root + "/"):
+        rel = text[len(root) + 1:]
+    else:
+        default = str(DEFAULT_MOUNT)
+        if root != default and (text.rstrip("/") == default or text.startswith(default + "/")):
+            raise InvalidPath(
+                f"{formats.shown(text)} is under {default}, but the cgroup root is {root}: "
+                f"give the path relative to the root (or pass --cgroup-root {default})")
+        rel = text
+    return str(check_relpath(rel)).lstrip(".")
+
+
+def read_interface(name: str | Path, dir_fd: int | None = None) -> str | None:
+    """The one reader of cgroup interface files: the text of @name (relative
+    to @dir_fd when given), or None if the file does not exist (or its group
+    went away while being read). Raises :class:`CgroupError` for other read
+    errors and for content that is not UTF-8 text."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise CgroupError(e.errno or 0, f"reading {name}: {e.strerror}") from None
+    try:
+        data = os.read(fd, 4096)
+        if len(data) == 4096:  # a big file (many devices): keep reading
+            chunks = [data]
+            while chunk := os.read(fd, 65536):
+                chunks.append(chunk)
+            data = b"".join(chunks)
+    except OSError as e:
+        if e.errno == errno.ENODEV:  # the group went away between open and read
+            return None
+        raise CgroupError(e.errno or 0, f"reading {name}: {e.strerror}") from None
+    finally:
+        os.close(fd)
+    try:
+        return formats.decode(data, str(name))
+    except formats.FormatError as e:
+        raise CgroupError(errno.EINVAL, f"reading {e}") from None
 
 
 def _mkdir(path: Path) -> None:
@@ -86,6 +167,9 @@ def _refusal(e: OSError, path: Path, value: str) -> CgroupError:
         why = _missing_file(path)
     elif code == errno.EBUSY and path.name == "cgroup.procs":
         why = "busy (the group has controllers enabled for its children: use a leaf group)"
+    elif code == errno.EOPNOTSUPP and path.name == "gpu.weight":
+        why = ("the device has no scheduler that follows the gpu controller "
+               "(gpu.stat shows sched=0 for it): a weight could not act there")
     elif code == errno.EBUSY and path.name == "cgroup.subtree_control":
         why = "busy (the group has processes: move them into a leaf group first)"
     else:
@@ -98,9 +182,7 @@ class Cgroup:
 
     def __init__(self, mount: Path, relpath: str | Path = "") -> None:
         self.mount = Path(mount)
-        rel = Path(str(relpath).strip("/"))
-        if ".." in rel.parts:
-            raise ValueError(f"cgroup path {relpath!s} must not contain '..'")
+        rel = check_relpath(str(relpath))
         self.relpath = rel
         self.path = self.mount / rel
 
@@ -125,7 +207,7 @@ class Cgroup:
         return Cgroup(self.mount, self.relpath / name)
 
     def exists(self) -> bool:
-        return self.path.is_dir()
+        return os.path.isdir(self.path)  # False, not an exception, for a too long path
 
     def children(self) -> Iterator[Cgroup]:
         for entry in sorted(os.scandir(self.path), key=lambda e: e.name):
@@ -137,15 +219,24 @@ class Cgroup:
     def has(self, name: str) -> bool:
         """Whether the interface file @name exists (a knob this kernel has and
         whose controller is enabled for this group)."""
-        return (self.path / name).is_file()
+        return os.path.isfile(self.path / name)
 
     def read(self, name: str) -> str:
         path = self.path / name
+        text = read_interface(path)
+        if text is None:
+            raise CgroupError(errno.ENOENT, f"reading {path}: {_missing_file(path)}")
+        return text
+
+    def parsed(self, name: str, parse: Callable[[str], T]) -> T:
+        """@parse applied to the text of @name; a text that does not parse is
+        a :class:`CgroupError` naming the file (the kernel wrote something
+        pycgpu does not understand)."""
+        text = self.read(name)
         try:
-            return path.read_text()
-        except OSError as e:
-            why = _missing_file(path) if e.errno == errno.ENOENT else e.strerror
-            raise CgroupError(e.errno or 0, f"reading {path}: {why}") from None
+            return parse(text)
+        except formats.FormatError as e:
+            raise CgroupError(errno.EINVAL, f"reading {self.path / name}: {e}") from None
 
     def write(self, name: str, value: str) -> None:
         """One write(2) of @value, as the kernel wants each key set separately."""
@@ -230,35 +321,35 @@ class Cgroup:
     # gpu.* -------------------------------------------------------------------
 
     def weights(self) -> formats.Weights:
-        return formats.parse_weight(self.read("gpu.weight"))
+        return self.parsed("gpu.weight", formats.parse_weight)
 
     def set_weight(self, weight: int | None, dev: formats.DevT | None = None) -> None:
         self.write("gpu.weight", formats.format_weight_write(weight, dev))
 
     def priority(self) -> int:
-        return formats.parse_int(self.read("gpu.priority"), "gpu.priority")
+        return self.parsed("gpu.priority", formats.parse_int)
 
     def set_priority(self, priority: int) -> None:
         self.write("gpu.priority", str(formats.check_priority(priority)))
 
     def priority_effective(self) -> int:
-        return formats.parse_int(self.read("gpu.priority.effective"), "gpu.priority.effective")
+        return self.parsed("gpu.priority.effective", formats.parse_int)
 
     def memory_max(self) -> dict[formats.DevT, int | None]:
-        return formats.parse_flat_keyed(self.read("gpu.memory.max"))
+        return self.parsed("gpu.memory.max", formats.parse_flat_keyed)
 
     def set_memory_max(self, dev: formats.DevT, value: int | None) -> None:
         self.write("gpu.memory.max", formats.format_flat_keyed_write(dev, value))
 
     def memory_current(self) -> dict[formats.DevT, int | None]:
-        return formats.parse_flat_keyed(self.read("gpu.memory.current"))
+        return self.parsed("gpu.memory.current", formats.parse_flat_keyed)
 
     def memory_peak(self) -> dict[formats.DevT, int | None]:
-        return formats.parse_flat_keyed(self.read("gpu.memory.peak"))
+        return self.parsed("gpu.memory.peak", formats.parse_flat_keyed)
 
     def memory_events(self, local: bool = False) -> dict[formats.DevT, dict[str, int]]:
         name = "gpu.memory.events.local" if local else "gpu.memory.events"
-        return formats.parse_nested_keyed(self.read(name))
+        return self.parsed(name, formats.parse_nested_keyed)
 
     def stat(self) -> dict[formats.DevT, dict[str, int]]:
-        return formats.parse_nested_keyed(self.read("gpu.stat"))
+        return self.parsed("gpu.stat", formats.parse_nested_keyed)

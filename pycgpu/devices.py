@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .formats import DevT, FormatError
+from .formats import DevT, FormatError, shown
 
 SYSFS_ROOT = Path("/sys")
 DEV_ROOT = Path("/dev")
@@ -176,10 +176,10 @@ def resolve(text: str, devices: list[Device]) -> Device:
             return match[0]
         if len(match) > 1:  # one PCI function with several render nodes: be explicit
             raise DeviceError(
-                f"{what} {t!r} has several render nodes; name one: "
+                f"{what} {shown(t)} has several render nodes; name one: "
                 + ", ".join(d.describe() for d in match)
             )
-        raise DeviceError(f"unknown device {t!r}; {_known(devices)}")
+        raise DeviceError(f"unknown device {shown(t)}; {_known(devices)}")
 
     if re.fullmatch(r"\d+:\d+", t):
         return pick([d for d in devices if str(d.devt) == t], "device number")

@@ -39,15 +39,13 @@ class DevT:
 
     @classmethod
     def parse(cls, text: str) -> DevT:
-        if cls is DevT:
-            return _parse_devt(text)
-        m = _DEVT.fullmatch(text.strip())
-        if not m:
-            raise FormatError(f"{text!r} is not a device number (MAJ:MIN, e.g. 226:128)")
-        return cls(int(m.group(1)), int(m.group(2)))
+        devt = _parse_devt(text)
+        return devt if cls is DevT else cls(devt.major, devt.minor)
 
 
-_DEVT = re.compile(r"(\d+):(\d+)")
+_DEVT = re.compile(r"(\d{1,10}):(\d{1,10})")
+# the kernel's dev_t: 12-bit major, 20-bit minor
+_MAJOR_MAX, _MINOR_MAX = (1 << 12) - 1, (1 << 20) - 1
 
 
 @functools.lru_cache(maxsize=256)
@@ -55,15 +53,54 @@ def _parse_devt(text: str) -> DevT:
     """DevT.parse, cached: a tree walk sees the same few devices thousands of times."""
     m = _DEVT.fullmatch(text.strip())
     if not m:
-        raise FormatError(f"{text!r} is not a device number (MAJ:MIN, e.g. 226:128)")
-    return DevT(int(m.group(1)), int(m.group(2)))
+        raise FormatError(f"{shown(text)} is not a device number (MAJ:MIN, e.g. 226:128)")
+    major, minor = int(m.group(1)), int(m.group(2))
+    if major > _MAJOR_MAX or minor > _MINOR_MAX:
+        raise FormatError(f"{text.strip()!r} is out of range (major <= {_MAJOR_MAX}, "
+                          f"minor <= {_MINOR_MAX})")
+    return DevT(major, minor)
+
+
+# longer than any 64-bit number: refused before int() (whose own limit is 4300 digits)
+_DIGITS_MAX = 20
+
+
+def shown(text: str, limit: int = 40) -> str:
+    """@text quoted for a message, cut short when it is long."""
+    if len(text) <= limit:
+        return repr(text)
+    return repr(text[:limit]) + f"... ({len(text)} characters)"
 
 
 def _int(text: str, what: str) -> int:
+    if len(text) > _DIGITS_MAX + 1:
+        raise FormatError(f"{what}: {shown(text)} is not a 64-bit integer")
     try:
         return int(text, 10)
     except ValueError:
-        raise FormatError(f"{what}: {text!r} is not an integer") from None
+        raise FormatError(f"{what}: {shown(text)} is not an integer") from None
+
+
+def decode(data: bytes, what: str) -> str:
+    """The text of a kernel file; :class:`FormatError` when it is not UTF-8."""
+    try:
+        return data.decode()
+    except UnicodeDecodeError as e:
+        raise FormatError(f"{what}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset "
+                          f"{e.start})") from None
+
+
+def parse_number(text: str, what: str, expected: str) -> int:
+    """An integer given by a person (an option or an annotation value); the
+    message names @what and says what is @expected."""
+    t = text.strip()
+    digits = t.lstrip("+-")
+    if digits.isdigit() and len(digits) > _DIGITS_MAX:
+        raise FormatError(f"{what}: {shown(t)} is out of range (give {expected})")
+    try:
+        return int(t, 10)
+    except ValueError:
+        raise FormatError(f"{what}: {shown(t)} is not an integer (give {expected})") from None
 
 
 def _lines(text: str) -> list[str]:
@@ -150,8 +187,10 @@ def parse_size(text: str) -> int | None:
     m = re.fullmatch(r"(\d+)([KMGT]?)", t, flags=re.IGNORECASE)
     if not m:
         raise FormatError(
-            f"{text!r} is not a size (bytes, with an optional K/M/G/T suffix, or max)"
+            f"{shown(text)} is not a size (bytes, with an optional K/M/G/T suffix, or max)"
         )
+    if len(m.group(1).lstrip("0")) > _DIGITS_MAX:
+        raise FormatError(f"size {shown(t)} is out of range [0, {SIZE_MAX}]")
     return int(m.group(1)) * _SUFFIX[m.group(2).upper()]
 
 

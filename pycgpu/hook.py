@@ -178,13 +178,14 @@ def rootfs_of(state: State, config: dict[str, Any]) -> Path:
 def run(
     text: str,
     *,
-    parse_knobs: ann.KnobParser,
+    resolve: Callable[[str], Any],
     mount: Callable[[], Path],
     proc_root: Path = Path("/proc"),
     image_host: Callable[[], Any] | None = None,
 ) -> Outcome:
-    """Run the hook on the state @text. @parse_knobs parses the knob
-    annotations (the CLI's option parser), @mount gives the cgroup2 mount
+    """Run the hook on the state @text. @resolve turns a DEV of the knob
+    annotations into its render node's number
+    (:data:`pycgpu.knobs.DeviceResolver`), @mount gives the cgroup2 mount
     (asked only when there is something to set), @image_host the host's
     :class:`pycgpu.imagecheck.Host` (asked only for an image check).
     Raises :class:`HookError` subclasses; nothing is changed then."""
@@ -203,7 +204,7 @@ def run(
         found = config().get("annotations", {})
         annotations = found if isinstance(found, dict) else {}
     try:
-        request = ann.parse(annotations, parse_knobs)
+        request = ann.parse(annotations, resolve)
     except ann.AnnotationError as e:
         raise BadInput(f"container {state.id}: {e}") from None
     outcome = Outcome(request)

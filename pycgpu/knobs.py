@@ -14,6 +14,7 @@ groups it created, disables ``gpu`` where it enabled it) and raises
 from __future__ import annotations
 
 import errno
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import formats
@@ -90,6 +91,82 @@ class Settings:
         return out
 
 
+DeviceResolver = Callable[[str], DevT]
+"""Turns a DEV text (``renderD128``, ``card0``, a PCI address, ``226:128``)
+into the render node's number; raises :class:`pycgpu.devices.DeviceError` or
+:class:`pycgpu.formats.FormatError`."""
+
+
+@dataclass(frozen=True)
+class Names:
+    """What the three knob values are called in messages: the CLI's options,
+    or the container annotations."""
+
+    weight: str = "--weight"
+    priority: str = "--priority"
+    memory_max: str = "--memory-max"
+
+
+def _number(what: str, text: str, expected: str, check: Callable[[int], int]) -> int:
+    try:
+        return check(formats.parse_number(text, what, expected))
+    except formats.FormatError as e:
+        msg = str(e)
+        raise InvalidRequest(msg if msg.startswith(what) else f"{what}: {msg}") from None
+
+
+def _device(resolve: DeviceResolver, text: str, what: str) -> DevT:
+    from .devices import DeviceError
+
+    try:
+        return resolve(text)
+    except (DeviceError, formats.FormatError) as e:
+        raise InvalidRequest(f"{what}: {e} (see pycgpu devices)") from None
+
+
+def parse_settings(weights: tuple[str, ...] | list[str], priority: str | None,
+                   memory_max: tuple[str, ...] | list[str], resolve: DeviceResolver,
+                   names: Names = Names()) -> Settings:
+    """Settings from the texts of the knob options (``W``, ``DEV=W``,
+    ``DEV=default``; ``N``; ``DEV=SIZE``), checked; raises
+    :class:`InvalidRequest` naming the value as @names calls it."""
+    settings = Settings()
+    for raw in weights:
+        what = f"{names.weight} {formats.shown(raw)}"
+        dev_text, sep, value = raw.rpartition("=")
+        dev = _device(resolve, dev_text, what) if sep else None
+        if sep and value.strip() == formats.DEFAULT:
+            w = None
+        else:
+            w = _number(what, value, "W or DEV=W with W in [1, 10000], or DEV=default",
+                        formats.check_weight)
+        if dev is None:
+            if settings.weight is not None:
+                raise InvalidRequest(f"{what}: the default weight is given twice")
+            settings.weight = w
+        else:
+            if dev in settings.device_weights:
+                raise InvalidRequest(f"{what}: the weight of {dev} is given twice")
+            settings.device_weights[dev] = w
+    if priority is not None:
+        settings.priority = _number(f"{names.priority} {formats.shown(priority)}", priority,
+                                    "N in [-1023, 1023]", formats.check_priority)
+    for raw in memory_max:
+        what = f"{names.memory_max} {formats.shown(raw)}"
+        dev_text, sep, value = raw.rpartition("=")
+        if not sep or not dev_text:
+            raise InvalidRequest(f"{what}: give DEV=SIZE, e.g. renderD128=2G or renderD128=max")
+        dev = _device(resolve, dev_text, what)
+        try:
+            size = formats.check_size(formats.parse_size(value))
+        except formats.FormatError as e:
+            raise InvalidRequest(f"{what}: {e}") from None
+        if dev in settings.memory_max:
+            raise InvalidRequest(f"{what}: the limit of {dev} is given twice")
+        settings.memory_max[dev] = size
+    return settings
+
+
 @dataclass(frozen=True)
 class Write:
     """One write to an interface file; @key is the device it sets, if any."""
@@ -97,20 +174,22 @@ class Write:
     file: str
     value: str
     key: DevT | None = None
+    group: Cgroup | None = None  # None: the plan's target
 
     def undo_value(self, cg: Cgroup) -> str:
-        """What to write to restore the key's current value."""
-        text = cg.read(self.file)
+        """What to write to restore the key's current value (CgroupError if
+        the file cannot be read or does not parse)."""
         if self.file == WEIGHT:
-            weights = formats.parse_weight(text)
+            weights = cg.weights()
             if self.key is None:
                 return formats.format_weight_write(weights.default)
             return formats.format_weight_write(weights.devices.get(self.key), self.key)
         if self.file == MEMORY_MAX:
             assert self.key is not None
-            return formats.format_flat_keyed_write(
-                self.key, formats.parse_flat_keyed(text).get(self.key))
-        return text.strip()
+            return formats.format_flat_keyed_write(self.key, cg.memory_max().get(self.key))
+        if self.file == PRIORITY:
+            return str(cg.priority())
+        return cg.read(self.file).strip()
 
 
 ENABLE, MKDIR = "enable", "mkdir"
@@ -122,6 +201,7 @@ class Plan:
     structure: list[tuple[str, Cgroup]] = field(default_factory=list)
     writes: list[Write] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # what the plan will not achieve
 
     def steps(self) -> list[str]:
         """Human-readable steps, for --dry-run."""
@@ -131,8 +211,47 @@ class Plan:
                 out.append(f"mkdir {cg.path}")
             else:
                 out.append(f"write '+{CONTROLLER}' to {cg.path / 'cgroup.subtree_control'}")
-        out += [f"write {w.value!r} to {self.target.path / w.file}" for w in self.writes]
+        out += [f"write {w.value!r} to {(w.group or self.target).path / w.file}"
+                for w in self.writes]
         return out
+
+
+def ceiling(cg: Cgroup) -> tuple[int, Cgroup] | None:
+    """The cap the ancestors put on @cg's effective priority (the smallest
+    gpu.priority of the groups between the root and @cg; a group that does
+    not exist yet counts as the default 0) and the outermost ancestor that
+    sets it; None for a child of the root."""
+    found: tuple[int, Cgroup] | None = None
+    for level in cg.ancestors()[1:-1]:
+        value = level.priority() if level.has(PRIORITY) else formats.PRIORITY_DEFAULT
+        if found is None or value < found[0]:
+            found = (value, level)
+    return found
+
+
+def _priority_plan(cg: Cgroup, settings: Settings, raise_ancestors: bool,
+                   plan: Plan) -> None:
+    """With @raise_ancestors, the writes that lift every ancestor below the
+    requested priority up to it (before the target's own writes); without,
+    a warning when an ancestor caps it."""
+    if settings.priority is None:
+        return
+    want = settings.priority
+    if raise_ancestors:
+        lifts = []
+        for level in cg.ancestors()[1:-1]:
+            value = level.priority() if level.has(PRIORITY) else formats.PRIORITY_DEFAULT
+            if value < want:
+                lifts.append(Write(PRIORITY, str(want), None, level))
+        plan.writes[:0] = lifts
+        return
+    cap = ceiling(cg)
+    if cap is not None and cap[0] < want:
+        value, level = cap
+        plan.warnings.append(
+            f"{cg.name} gets priority {want} but its effective priority stays {value}: "
+            f"ancestor {level.name} has gpu.priority {value} (fix: add --raise-ancestors, "
+            f"or pycgpu set {level.name} --priority {want})")
 
 
 def _missing_knob(cg: Cgroup, name: str) -> Unavailable:
@@ -159,8 +278,9 @@ def _check_controller(cg: Cgroup) -> None:
         )
 
 
-def plan_set(cg: Cgroup, settings: Settings) -> Plan:
-    """Validate @settings for the existing group @cg."""
+def plan_set(cg: Cgroup, settings: Settings, raise_ancestors: bool = False) -> Plan:
+    """Validate @settings for the existing group @cg; @raise_ancestors lifts
+    the ancestors' gpu.priority to the requested priority in the same plan."""
     if cg.is_root:
         raise InvalidRequest("the root cgroup has no gpu.* files: name a child group")
     if not cg.exists():
@@ -173,12 +293,15 @@ def plan_set(cg: Cgroup, settings: Settings) -> Plan:
     for name in settings.files():
         if not cg.has(name):
             raise _missing_knob(cg, name)
-    return Plan(cg, [], writes, settings.files())
+    plan = Plan(cg, [], writes, settings.files())
+    _priority_plan(cg, settings, raise_ancestors, plan)
+    return plan
 
 
-def plan_create(cg: Cgroup, settings: Settings, exist_ok: bool = False) -> Plan:
+def plan_create(cg: Cgroup, settings: Settings, exist_ok: bool = False,
+                raise_ancestors: bool = False) -> Plan:
     """Validate creating @cg (and its missing parents, enabling gpu along the
-    path) with @settings."""
+    path) with @settings (@raise_ancestors: as :func:`plan_set`)."""
     if cg.is_root:
         raise InvalidRequest("the root cgroup always exists: name a child group")
     if cg.exists() and not exist_ok:
@@ -204,7 +327,9 @@ def plan_create(cg: Cgroup, settings: Settings, exist_ok: bool = False) -> Plan:
                 if not level.has(name):
                     raise _missing_knob(level, name)
             break
-    return Plan(cg, structure, writes, settings.files())
+    plan = Plan(cg, structure, writes, settings.files())
+    _priority_plan(cg, settings, raise_ancestors, plan)
+    return plan
 
 
 def apply(plan: Plan) -> None:
@@ -223,14 +348,16 @@ def apply(plan: Plan) -> None:
             if not plan.target.has(name):
                 raise _missing_knob(plan.target, name)
         for w in plan.writes:
-            undo = w.undo_value(plan.target)
-            plan.target.write(w.file, w.value)
+            group = w.group or plan.target
+            undo = w.undo_value(group)
+            group.write(w.file, w.value)
             done_writes.append((w, undo))
-    except CgroupError as e:
+    except (CgroupError, formats.FormatError) as e:
         errors = _rollback(plan.target, done_structure, done_writes)
         if isinstance(e, Unavailable) and not errors:
             raise
-        raise ApplyError(e, errors) from None
+        cause = e if isinstance(e, CgroupError) else CgroupError(errno.EINVAL, str(e))
+        raise ApplyError(cause, errors) from None
 
 
 def _rollback(
@@ -239,13 +366,16 @@ def _rollback(
     writes: list[tuple[Write, str]],
 ) -> list[CgroupError]:
     errors: list[CgroupError] = []
-    # any directory created means the target was created: removing it drops its values
-    if not any(kind == MKDIR for kind, _ in structure):
-        for w, undo in reversed(writes):
-            try:
-                target.write(w.file, undo)
-            except CgroupError as e:
-                errors.append(e)
+    # a group created by the plan is removed again: its values go with it
+    created = {cg.path for kind, cg in structure if kind == MKDIR}
+    for w, undo in reversed(writes):
+        group = w.group or target
+        if group.path in created:
+            continue
+        try:
+            group.write(w.file, undo)
+        except CgroupError as e:
+            errors.append(e)
     for kind, cg in reversed(structure):
         try:
             if kind == MKDIR:

@@ -391,11 +391,16 @@ def apply(doc: dict[str, Any], patch: Patch) -> list[str]:
         changes.append(f"set linux.cgroupsPath = {patch.cgroups_path!r}")
     if patch.devices:
         changes += _add_devices(linux, patch.devices)
+    if patch.hook is None:
+        # a knob set in unified replaces the annotation an earlier --hook patch left
+        changes += _drop_annotations(doc, [annotations.PREFIX + f for f in unified_values])
     if unified_values or stanza is not None or patch.legacy_stanza is False:
         resources = _object(linux, "resources", "linux.resources")
         if unified_values:
             table = _object(resources, "unified", "linux.resources.unified")
             for name, value in unified_values.items():
+                if table.get(name) == value:
+                    continue
                 table[name] = value
                 changes.append(f"set linux.resources.unified[{name!r}] = {value!r}")
         if stanza is not None:
@@ -431,20 +436,117 @@ def _add_devices(linux: dict[str, Any], nodes: list[DeviceNode]) -> list[str]:
     return changes
 
 
-def _add_hook(doc: dict[str, Any], patch: Patch) -> list[str]:
-    assert patch.hook is not None
+def is_pycgpu_hook(entry: dict[str, Any]) -> bool:
+    """Whether a hook entry runs ``pycgpu oci hook`` (the script, or
+    ``python -m pycgpu``), whatever its path."""
+    args = entry.get("args")
+    if not isinstance(args, list) or args[-2:] != ["oci", "hook"]:
+        return False
+    path = entry.get("path")
+    return "pycgpu" in args or (isinstance(path, str)
+                                and os.path.basename(path).startswith("pycgpu"))
+
+
+def _drop_annotations(doc: dict[str, Any], keys: list[str]) -> list[str]:
+    table = doc.get("annotations")
+    if not isinstance(table, dict):
+        return []
     changes = []
+    for key in keys:
+        if table.pop(key, None) is not None:
+            changes.append(f"remove annotations[{key!r}]")
+    return changes
+
+
+def _drop_unified(doc: dict[str, Any], files: list[str], why: str = "") -> list[str]:
+    linux = doc.get("linux")
+    resources = linux.get("resources") if isinstance(linux, dict) else None
+    table = resources.get("unified") if isinstance(resources, dict) else None
+    if not isinstance(table, dict):
+        return []
+    changes = []
+    for name in files:
+        if table.pop(name, None) is not None:
+            changes.append(f"remove linux.resources.unified[{name!r}]{why}")
+    return changes
+
+
+def _add_hook(doc: dict[str, Any], patch: Patch) -> list[str]:
+    """The knobs as annotations (replacing the same knobs in unified: one
+    value per knob) and exactly one createRuntime entry for the hook."""
+    assert patch.hook is not None
+    changes = _drop_unified(doc, patch.settings.files(), " (now in annotations)")
     values = annotations.format_settings(patch.settings)
     if patch.image_check is not None:
         values[annotations.IMAGE_CHECK] = patch.image_check
     if values:
         table = _object(doc, "annotations", "annotations")
         for key, value in values.items():
+            if table.get(key) == value:
+                continue
             table[key] = value
             changes.append(f"set annotations[{key!r}] = {value!r}")
     hooks = _array(_object(doc, "hooks", "hooks"), "createRuntime", "hooks.createRuntime")
     entry = patch.hook.oci()
-    if not any(h.get("path") == entry["path"] and h.get("args") == entry["args"] for h in hooks):
-        hooks.append(entry)
-        changes.append(f"add hooks.createRuntime {' '.join(entry['args'])} ({entry['path']})")
+    ours = [i for i, h in enumerate(hooks) if is_pycgpu_hook(h)]
+    if [hooks[i] for i in ours] == [entry]:
+        return changes
+    for i in reversed(ours):
+        old = hooks.pop(i)
+        changes.append(f"remove hooks.createRuntime {' '.join(map(str, old['args']))} "
+                       f"({old.get('path')})")
+    hooks.insert(ours[0] if ours else len(hooks), entry)
+    changes.append(f"add hooks.createRuntime {' '.join(entry['args'])} ({entry['path']})")
+    return changes
+
+
+_RENDER_NODE = re.compile(re.escape(CONTAINER_DRI) + r"/renderD\d+")
+
+
+def unpatch(doc: dict[str, Any], keep_devices: bool = False) -> list[str]:
+    """Remove what patches added to @doc, in place: the gpu.* keys of
+    ``linux.resources.unified``, the ``pycgpu.io/`` annotations, the hook
+    entries that run ``pycgpu oci hook``, ``linux.resources.gpu`` and, unless
+    @keep_devices, the render nodes of ``linux.devices`` with their allow
+    rules. ``linux.cgroupsPath`` and ``process`` stay. Returns the changes;
+    raises :class:`ConfigError` (with @doc untouched) for a field of the
+    wrong type."""
+    from .knobs import MEMORY_MAX, PRIORITY, WEIGHT
+
+    check(doc)
+    changes = _drop_unified(doc, [WEIGHT, PRIORITY, MEMORY_MAX])
+    table = doc.get("annotations")
+    if isinstance(table, dict):
+        changes += _drop_annotations(
+            doc, [k for k in table if k.startswith(annotations.PREFIX)])
+    hooks_obj = doc.get("hooks")
+    hooks = hooks_obj.get("createRuntime") if isinstance(hooks_obj, dict) else None
+    if isinstance(hooks, list):
+        for i in reversed([i for i, h in enumerate(hooks) if is_pycgpu_hook(h)]):
+            old = hooks.pop(i)
+            changes.append(f"remove hooks.createRuntime {' '.join(map(str, old['args']))} "
+                           f"({old.get('path')})")
+    linux = doc.get("linux")
+    resources = linux.get("resources") if isinstance(linux, dict) else None
+    if isinstance(resources, dict) and resources.pop("gpu", None) is not None:
+        changes.append("remove linux.resources.gpu")
+    if keep_devices or not isinstance(linux, dict):
+        return changes
+    entries = linux.get("devices")
+    removed = []
+    if isinstance(entries, list):
+        for e in [e for e in entries if isinstance(e.get("path"), str)
+                  and _RENDER_NODE.fullmatch(e["path"]) and e.get("type") == "c"]:
+            entries.remove(e)
+            removed.append((e.get("major"), e.get("minor")))
+            changes.append(f"remove linux.devices {e['path']}")
+    rules = resources.get("devices") if isinstance(resources, dict) else None
+    if isinstance(rules, list):
+        for major, minor in removed:
+            rule = {"allow": True, "type": "c", "major": major, "minor": minor,
+                    "access": DEVICE_ACCESS}
+            if rule in rules:
+                rules.remove(rule)
+                changes.append(f"remove linux.resources.devices allow c {major}:{minor} "
+                               f"{DEVICE_ACCESS}")
     return changes

@@ -6,7 +6,15 @@ version. Conventions: numbers are JSON numbers (bytes, microseconds, weights,
 priorities), a limit of ``max`` is ``null``, devices are keyed by the render
 node's ``"MAJ:MIN"``, and a file the kernel does not have is an absent key.
 The JSON Schema (draft 2020-12) of each document is below; the host tests
-validate the CLI's output against them.
+validate the CLI's output against them, and ``pycgpu schema NAME`` prints
+them (they ship inside the package).
+
+What v1 promises: the fields listed stay, with their types and meaning;
+new optional fields may appear in any object; enumerations documented as
+open lists (finding ids, container runtimes, QoS classes, sources) may gain
+values, so a consumer must accept unknown ones. A kernel counter has one
+name in every document: ``usage_usec`` and ``wait_usec`` of gpu.stat (stat/v1
+also keeps ``gpu_time_usec``, the same number, for v1 consumers).
 """
 
 from __future__ import annotations
@@ -55,6 +63,8 @@ SHOW_SCHEMA: dict[str, Any] = {
                     },
                     "priority": _INT,
                     "priority_effective": _INT,
+                    # the ancestor whose gpu.priority caps the effective one (added in v1)
+                    "priority_capped_by": {"type": "string", "pattern": "^/"},
                     "memory": {
                         "type": "object",
                         "properties": {
@@ -117,7 +127,8 @@ CHECK_SCHEMA: dict[str, Any] = {
                 "type": "object",
                 "required": ["id", "status", "message", "fix"],
                 "properties": {
-                    "id": {"enum": ["cgroup2", "gpu", "path", "systemd", "dmem"]},
+                    # open list: cgroup2, gpu, path, systemd, dmem today; more may come
+                    "id": {"type": "string"},
                     "status": {"enum": ["ok", "problem", "info"]},
                     "message": {"type": "string"},
                     "fix": _STR_OR_NULL,
@@ -145,7 +156,7 @@ STAT_SCHEMA: dict[str, Any] = {
                  "errors"],
     "properties": {
         "schema": {"const": STAT_V1},
-        "source": {"enum": ["kernel", "fdinfo"]},
+        "source": {"type": "string"},  # kernel or fdinfo (open list)
         "cgroup_root": _STR_OR_NULL,
         "time": {"type": "number"},  # Unix time of the last read
         "interval_s": {"type": ["number", "null"]},  # null: one read, no percentages
@@ -164,14 +175,16 @@ STAT_SCHEMA: dict[str, Any] = {
                         "required": ["runtime", "id", "name", "pod", "pod_uid", "namespace",
                                      "qos"],
                         "properties": {
-                            "runtime": {"enum": ["docker", "containerd", "cri-o", "podman",
-                                                 "cri", "lxc", "systemd"]},
+                            # open list: docker, containerd, cri-o, podman, cri, lxc,
+                            # systemd today
+                            "runtime": {"type": "string"},
                             "id": {"type": "string"},
                             "name": _STR_OR_NULL,
                             "pod": _STR_OR_NULL,
                             "pod_uid": _STR_OR_NULL,
                             "namespace": _STR_OR_NULL,
-                            "qos": {"enum": ["guaranteed", "burstable", "besteffort", None]},
+                            # guaranteed, burstable, besteffort (open list)
+                            "qos": _STR_OR_NULL,
                         },
                     },
                     "priority": _INT,
@@ -180,7 +193,8 @@ STAT_SCHEMA: dict[str, Any] = {
                     "devices": _per_device({
                         "type": "object",
                         "properties": {
-                            "gpu_time_usec": _NONNEG,
+                            "usage_usec": _NONNEG,  # gpu.stat's name, as in show/v1
+                            "gpu_time_usec": _NONNEG,  # the same value (its v1 name)
                             "wait_usec": _NONNEG,
                             "gpu_percent": _PCT,
                             "wait_percent": _PCT,
@@ -220,3 +234,15 @@ STAT_SCHEMA: dict[str, Any] = {
 }
 
 SCHEMAS[STAT_V1] = STAT_SCHEMA
+
+
+def get(name: str) -> dict[str, Any]:
+    """The schema of @name: ``pycgpu.stat/v1``, ``stat/v1`` or ``stat``
+    (the latest version); KeyError if there is none."""
+    key = name if name.startswith("pycgpu.") else f"pycgpu.{name}"
+    if "/" not in key:
+        versions = sorted(k for k in SCHEMAS if k.startswith(key + "/"))
+        if not versions:
+            raise KeyError(name)
+        key = versions[-1]
+    return SCHEMAS[key]

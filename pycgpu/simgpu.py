@@ -1,8 +1,11 @@
 """Bindings for simgpu, the simulated GPU of the test suite and benchmarks
 (kernel/drivers-gpu-cgroup/simgpu/simgpu_drm.h), on top of :mod:`pycgpu.drm`.
 
-simgpu is a DRM render node whose engines run jobs of a requested GPU
-duration, one at a time, in the order the gpu controller's scheduler picks.
+simgpu is a drm_sched driver: a DRM render node whose engines run jobs of a
+requested GPU duration, one after the other, in the order drm_sched selects
+them (by the gpu cgroup controller's policy). Jobs can wait for a syncobj
+and signal one (DRM_IOCTL_SYNCOBJ_*), so that one client's job can depend on
+another's.
 """
 
 from __future__ import annotations
@@ -21,13 +24,16 @@ ffi.cdef(
     struct drm_simgpu_gem_create { uint64_t size; uint32_t handle; uint32_t pad; };
     struct drm_simgpu_submit {
         uint64_t duration_ns; uint32_t engine; int32_t priority; uint64_t seqno;
+        uint32_t in_syncobj; uint32_t out_syncobj;
+    };
+    struct drm_syncobj_create { uint32_t handle; uint32_t flags; };
+    struct drm_syncobj_destroy { uint32_t handle; uint32_t pad; };
+    struct drm_syncobj_handle {
+        uint32_t handle; uint32_t flags; int32_t fd; uint32_t pad;
     };
     struct drm_simgpu_wait {
         uint64_t seqno; int64_t timeout_ns; uint64_t queued_ns; uint64_t start_ns;
         uint64_t end_ns;
-    };
-    struct drm_simgpu_pick_stats {
-        uint64_t samples; uint32_t count; uint32_t engine; uint64_t picks;
     };
     """
 )
@@ -37,12 +43,18 @@ DRIVER = "simgpu"
 GEM_CREATE = drm._iowr(DRM_COMMAND_BASE + 0x00, "struct drm_simgpu_gem_create")
 SUBMIT = drm._iowr(DRM_COMMAND_BASE + 0x01, "struct drm_simgpu_submit")
 WAIT = drm._iowr(DRM_COMMAND_BASE + 0x02, "struct drm_simgpu_wait")
-PICK_STATS = drm._iowr(DRM_COMMAND_BASE + 0x03, "struct drm_simgpu_pick_stats")
+SYNCOBJ_CREATE = drm._iowr(0xBF, "struct drm_syncobj_create")
+SYNCOBJ_DESTROY = drm._iowr(0xC0, "struct drm_syncobj_destroy")
+SYNCOBJ_HANDLE_TO_FD = drm._iowr(0xC1, "struct drm_syncobj_handle")
+SYNCOBJ_FD_TO_HANDLE = drm._iowr(0xC2, "struct drm_syncobj_handle")
 drm.IOCTL_NAMES.update({
     GEM_CREATE: "DRM_IOCTL_SIMGPU_GEM_CREATE",
     SUBMIT: "DRM_IOCTL_SIMGPU_SUBMIT",
     WAIT: "DRM_IOCTL_SIMGPU_WAIT",
-    PICK_STATS: "DRM_IOCTL_SIMGPU_PICK_STATS",
+    SYNCOBJ_CREATE: "DRM_IOCTL_SYNCOBJ_CREATE",
+    SYNCOBJ_DESTROY: "DRM_IOCTL_SYNCOBJ_DESTROY",
+    SYNCOBJ_HANDLE_TO_FD: "DRM_IOCTL_SYNCOBJ_HANDLE_TO_FD",
+    SYNCOBJ_FD_TO_HANDLE: "DRM_IOCTL_SYNCOBJ_FD_TO_HANDLE",
 })
 
 
@@ -69,27 +81,43 @@ class SimGpu(DrmNode):
         self.ioctl(GEM_CREATE, arg)
         return int(arg.handle), int(arg.size)
 
-    def submit(self, duration_ns: int, engine: int = 0, priority: int = 0) -> int:
-        """Queue a job keeping @engine busy for @duration_ns; its seqno."""
+    def submit(self, duration_ns: int, engine: int = 0, priority: int = 0,
+               wait_for: int = 0, signal: int = 0) -> int:
+        """Queue a job keeping @engine busy for @duration_ns; its seqno. It
+        runs after the fence in syncobj @wait_for and puts its own in syncobj
+        @signal (handles of this file, 0 for none)."""
         arg = ffi.new("struct drm_simgpu_submit *",
-                      {"duration_ns": duration_ns, "engine": engine, "priority": priority})
+                      {"duration_ns": duration_ns, "engine": engine, "priority": priority,
+                       "in_syncobj": wait_for, "out_syncobj": signal})
         self.ioctl(SUBMIT, arg)
         return int(arg.seqno)
+
+    def syncobj_create(self) -> int:
+        """A new syncobj of this file: its handle."""
+        arg = ffi.new("struct drm_syncobj_create *")
+        self.ioctl(SYNCOBJ_CREATE, arg)
+        return int(arg.handle)
+
+    def syncobj_destroy(self, handle: int) -> None:
+        self.ioctl(SYNCOBJ_DESTROY, ffi.new("struct drm_syncobj_destroy *", {"handle": handle}))
+
+    def syncobj_export(self, handle: int) -> int:
+        """A file descriptor for syncobj @handle, to pass to another client."""
+        arg = ffi.new("struct drm_syncobj_handle *", {"handle": handle})
+        self.ioctl(SYNCOBJ_HANDLE_TO_FD, arg)
+        return int(arg.fd)
+
+    def syncobj_import(self, fd: int) -> int:
+        """The handle, in this file, of the syncobj behind @fd."""
+        arg = ffi.new("struct drm_syncobj_handle *", {"fd": fd})
+        self.ioctl(SYNCOBJ_FD_TO_HANDLE, arg)
+        return int(arg.handle)
 
     def wait(self, seqno: int, timeout_ns: int = 10**10) -> JobTimes:
         """Wait until every job up to @seqno has finished."""
         arg = ffi.new("struct drm_simgpu_wait *", {"seqno": seqno, "timeout_ns": timeout_ns})
         self.ioctl(WAIT, arg)
         return JobTimes(int(arg.queued_ns), int(arg.start_ns), int(arg.end_ns))
-
-    def pick_stats(self, engine: int = 0) -> tuple[int, list[int]]:
-        """(picks so far, ns of the latest picks, at most 8192)."""
-        samples = ffi.new("uint32_t[]", 8192)
-        arg = ffi.new("struct drm_simgpu_pick_stats *",
-                      {"samples": int(ffi.cast("uintptr_t", samples)), "count": 8192,
-                       "engine": engine})
-        self.ioctl(PICK_STATS, arg)
-        return int(arg.picks), [int(samples[i]) for i in range(arg.count)]
 
 
 def render_nodes(dev_dir: Path = Path("/dev/dri")) -> list[Path]:

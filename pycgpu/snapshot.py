@@ -16,29 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from . import formats
-from .cgroup import CgroupError
+from .cgroup import CgroupError, read_interface
 
 SCHEMA = "pycgpu.show/v1"  # = schemas.SHOW_V1
 
 _FLAT = ("gpu.memory.max", "gpu.memory.current", "gpu.memory.peak")
 _NESTED = ("gpu.memory.events", "gpu.memory.events.local", "gpu.stat")
 FILES = ("gpu.weight", "gpu.priority", "gpu.priority.effective", *_FLAT, *_NESTED)
-
-
-def _read(path: str) -> str:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError as e:
-        raise CgroupError(e.errno or 0, f"reading {path}: {e.strerror}") from None
-    try:
-        chunks = []
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-        return b"".join(chunks).decode()
-    except OSError as e:
-        raise CgroupError(e.errno or 0, f"reading {path}: {e.strerror}") from None
-    finally:
-        os.close(fd)
 
 
 def _keyed(d: dict[formats.DevT, Any]) -> dict[str, Any]:
@@ -54,7 +38,9 @@ def read_group(dirpath: str, name: str, present: set[str]) -> dict[str, Any]:
         if fname not in present:
             continue
         path = os.path.join(dirpath, fname)
-        text = _read(path)
+        text = read_interface(path)
+        if text is None:  # removed since the directory was listed
+            continue
         try:
             if fname == "gpu.weight":
                 w = formats.parse_weight(text)
@@ -104,6 +90,21 @@ def walk(mount: Path, relpath: str, recursive: bool = False) -> Iterator[dict[st
         if recursive:
             prefix = name.rstrip("/") + "/"
             stack.extend((os.path.join(dirpath, d), prefix + d) for d in reversed(dirs))
+
+
+def add_capped_by(mount: Path, items: list[dict[str, Any]]) -> None:
+    """``priority_capped_by``: for the items whose effective priority is
+    below their own, the ancestor whose gpu.priority caps it."""
+    from .cgroup import Cgroup
+    from .knobs import ceiling
+
+    for item in items:
+        own, eff = item.get("priority"), item.get("priority_effective")
+        if own is None or eff is None or eff >= own:
+            continue
+        cap = ceiling(Cgroup(mount, item["path"]))
+        if cap is not None:
+            item["priority_capped_by"] = cap[1].name
 
 
 def document(mount: Path, items: list[dict[str, Any]]) -> dict[str, Any]:

@@ -182,8 +182,9 @@ cmd_checkpatch() {
 	local tmp rc=0 p
 	tmp=$(mktemp -d)
 	cmd_export "$tmp" >/dev/null
+	# in the scratch directory: checkpatch leaves a cache file in its cwd
 	for p in "$tmp"/*.patch; do
-		"$SRC/scripts/checkpatch.pl" --strict --no-tree -q "$p" || rc=1
+		(cd "$tmp" && "$SRC/scripts/checkpatch.pl" --strict --no-tree -q "$p") || rc=1
 	done
 	rm -rf "$tmp"
 	[ "$rc" -eq 0 ] && say "checkpatch --strict: clean"

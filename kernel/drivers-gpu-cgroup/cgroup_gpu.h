@@ -1,7 +1,23 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * GPU cgroup controller: the interface between the controller and GPU
- * drivers. See kernel/cgroup/gpu.c for the distribution models.
+ * drivers. See kernel/cgroup/gpu.c for the interface files and memory, and
+ * kernel/cgroup/gpu_sched.c for the scheduling model.
+ *
+ * The unit of GPU work a driver hands the controller is a *queue*: a
+ * drm_sched entity, an i915 context, a firmware queue. A queue belongs to a
+ * client (one per DRM file, owned by the DRM core) and runs on an engine
+ * (one per hardware scheduler). The controller keeps the policy state and
+ * answers "which ready queue runs next" (gpucg_queue_pick()), "does A go
+ * before B" (gpucg_queue_before()) and "what share has this queue"
+ * (gpucg_queue_share()); the driver reports GPU time with
+ * gpucg_queue_start() and gpucg_charge(), or gpucg_charge() alone.
+ *
+ * Registration, creation and teardown of devices, engines and clients, and
+ * gpucg_queue_init(), gpucg_client_set_owner() and gpucg_try_charge_mem()
+ * may sleep; the calls on queues, tickets and charges neither sleep nor
+ * allocate and may be called from any context. Each call's kernel-doc says
+ * its context.
  */
 #ifndef _LINUX_CGROUP_GPU_H
 #define _LINUX_CGROUP_GPU_H
@@ -16,29 +32,53 @@ struct gpucg_device;
 struct gpucg_engine;
 struct gpucg_entity;
 struct gpucg_pool;
-struct task_struct;
-
-#define GPUCG_MAX_ENGINES	8
 
 /**
- * struct gpucg_work - a unit of GPU work, embedded in the driver's job
+ * struct gpucg_queue - a queue of GPU work, embedded in the driver's queue
  *
- * Filled in by gpucg_work_queue(); the driver only reads @prio and
- * @queued_ns if it cares.
+ * Initialized by gpucg_queue_init(); the driver reads none of it.
  */
-struct gpucg_work {
+struct gpucg_queue {
 	struct rb_node		node;
+	struct gpucg_engine	*engine;
+	struct gpucg_client	*client;
 	struct gpucg_entity	*ent;
 	struct gpucg		*cg;
-	u64			seq;
-	u64			queued_ns;
+	u64			vtime;
+	u64			ready_ns;
 	int			ctx_prio;
-	int			prio;	/* effective priority of its cgroup */
+	bool			active;
+};
+
+/**
+ * struct gpucg_ticket - GPU time in flight, kept by the driver per job
+ *
+ * Filled in by gpucg_queue_start() and consumed by gpucg_charge(); it pins
+ * the cgroup the time goes to, so it may outlive its queue.
+ */
+struct gpucg_ticket {
+	struct gpucg_entity	*ent;
+	struct gpucg		*cg;
+	u64			est_ns;
+};
+
+/**
+ * enum gpucg_take - what a driver's pick callback says of a queue
+ * @GPUCG_TAKE: the queue runs next
+ * @GPUCG_SKIP: the queue cannot run (nothing ready): it is deactivated
+ * @GPUCG_HOLD: the queue is ready but must wait (no room on the engine): it
+ *	keeps its turn and gpucg_queue_pick() returns NULL
+ */
+enum gpucg_take {
+	GPUCG_TAKE,
+	GPUCG_SKIP,
+	GPUCG_HOLD,
 };
 
 #ifdef CONFIG_CGROUP_GPU
 
 struct gpucg_device *gpucg_register_device(dev_t devt);
+void gpucg_publish_device(struct gpucg_device *dev);
 void gpucg_unregister_device(struct gpucg_device *dev);
 void gpucg_put_device(struct gpucg_device *dev);
 
@@ -46,26 +86,41 @@ int gpucg_try_charge_mem(struct gpucg_device *dev, u64 size,
 			 struct gpucg_pool **poolp);
 void gpucg_uncharge_mem(struct gpucg_pool *pool, u64 size);
 
+struct gpucg_client *gpucg_client_create(struct gpucg_device *dev);
+struct gpucg_client *gpucg_client_tryget(struct gpucg_client *client);
+void gpucg_client_put(struct gpucg_client *client);
+void gpucg_client_set_owner(struct gpucg_client *client);
+
 struct gpucg_engine *gpucg_engine_create(struct gpucg_device *dev);
+void gpucg_engine_destroy(struct gpucg_engine *engine);
 
-struct gpucg_client *gpucg_client_create(void);
-void gpucg_client_destroy(struct gpucg_client *client);
-void gpucg_client_set_owner(struct gpucg_client *client,
-			    struct task_struct *task);
-
-int gpucg_work_queue(struct gpucg_engine *engine, struct gpucg_client *client,
-		     struct gpucg_work *work, int ctx_prio);
-struct gpucg_work *gpucg_work_pick(struct gpucg_engine *engine);
-void gpucg_work_retire(struct gpucg_engine *engine, struct gpucg_work *work,
-		       u64 ns);
-bool gpucg_work_preempts(struct gpucg_engine *engine,
-			 const struct gpucg_work *running);
+int gpucg_queue_init(struct gpucg_queue *q, struct gpucg_engine *engine,
+		     struct gpucg_client *client, int ctx_prio);
+void gpucg_queue_fini(struct gpucg_queue *q);
+void gpucg_queue_move(struct gpucg_queue *q, struct gpucg_engine *engine);
+void gpucg_queue_sync(struct gpucg_queue *q,
+		      bool (*ready)(struct gpucg_queue *q));
+struct gpucg_queue *
+gpucg_queue_pick(struct gpucg_engine *engine,
+		 enum gpucg_take (*take)(struct gpucg_queue *q, void *arg),
+		 void *arg, u64 *retry_ns);
+void gpucg_queue_start(struct gpucg_queue *q, struct gpucg_ticket *t);
+void gpucg_charge(struct gpucg_engine *engine, struct gpucg_ticket *t,
+		  u64 ns);
+void gpucg_queue_charge(struct gpucg_queue *q, u64 ns);
+bool gpucg_queue_before(const struct gpucg_queue *a,
+			const struct gpucg_queue *b);
+u32 gpucg_queue_share(struct gpucg_queue *q);
 
 #else /* CONFIG_CGROUP_GPU */
 
 static inline struct gpucg_device *gpucg_register_device(dev_t devt)
 {
 	return NULL;
+}
+
+static inline void gpucg_publish_device(struct gpucg_device *dev)
+{
 }
 
 static inline void gpucg_unregister_device(struct gpucg_device *dev)
@@ -85,6 +140,89 @@ static inline int gpucg_try_charge_mem(struct gpucg_device *dev, u64 size,
 
 static inline void gpucg_uncharge_mem(struct gpucg_pool *pool, u64 size)
 {
+}
+
+static inline struct gpucg_client *gpucg_client_create(struct gpucg_device *dev)
+{
+	return NULL;
+}
+
+static inline struct gpucg_client *
+gpucg_client_tryget(struct gpucg_client *client)
+{
+	return NULL;
+}
+
+static inline void gpucg_client_put(struct gpucg_client *client)
+{
+}
+
+static inline void gpucg_client_set_owner(struct gpucg_client *client)
+{
+}
+
+static inline struct gpucg_engine *gpucg_engine_create(struct gpucg_device *dev)
+{
+	return NULL;
+}
+
+static inline void gpucg_engine_destroy(struct gpucg_engine *engine)
+{
+}
+
+static inline int gpucg_queue_init(struct gpucg_queue *q,
+				   struct gpucg_engine *engine,
+				   struct gpucg_client *client, int ctx_prio)
+{
+	return 0;
+}
+
+static inline void gpucg_queue_fini(struct gpucg_queue *q)
+{
+}
+
+static inline void gpucg_queue_move(struct gpucg_queue *q,
+				    struct gpucg_engine *engine)
+{
+}
+
+static inline void gpucg_queue_sync(struct gpucg_queue *q,
+				    bool (*ready)(struct gpucg_queue *q))
+{
+}
+
+static inline struct gpucg_queue *
+gpucg_queue_pick(struct gpucg_engine *engine,
+		 enum gpucg_take (*take)(struct gpucg_queue *q, void *arg),
+		 void *arg, u64 *retry_ns)
+{
+	*retry_ns = 0;
+	return NULL;
+}
+
+static inline void gpucg_queue_start(struct gpucg_queue *q,
+				     struct gpucg_ticket *t)
+{
+}
+
+static inline void gpucg_charge(struct gpucg_engine *engine,
+				struct gpucg_ticket *t, u64 ns)
+{
+}
+
+static inline void gpucg_queue_charge(struct gpucg_queue *q, u64 ns)
+{
+}
+
+static inline bool gpucg_queue_before(const struct gpucg_queue *a,
+				      const struct gpucg_queue *b)
+{
+	return false;
+}
+
+static inline u32 gpucg_queue_share(struct gpucg_queue *q)
+{
+	return 0;
 }
 
 #endif /* CONFIG_CGROUP_GPU */

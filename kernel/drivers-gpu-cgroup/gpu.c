@@ -22,11 +22,17 @@
  * delegated subtree can lower its priority but never raise it; it is shown
  * in gpu.priority.effective.
  *
- * GPU time is scheduled by the core below ("GPU time: the scheduling core")
- * and reported in gpu.stat: "MAJ:MIN usage_usec=N wait_usec=N" per device,
- * the time the cgroup's work ran and the time its work items spent queued
- * before they started (summed over the items, like the run delay of
- * schedstats), both hierarchical, kept after the tasks exit.
+ * GPU time is divided by the scheduling core in gpu_sched.c, which the
+ * drivers' schedulers consult, and reported in gpu.stat, per device:
+ *
+ *	226:128 usage_usec=N wait_usec=N sched=1
+ *
+ * usage_usec is the GPU time the cgroup's work used and wait_usec the time
+ * its queues were ready but not running (summed over its queues, like the
+ * run delay of schedstats), both hierarchical and kept after the tasks
+ * exit. sched=0 says that no scheduler of the device consults the
+ * controller: weights and priorities cannot act there, and a per-device
+ * gpu.weight for it is refused with -EOPNOTSUPP.
  *
  * gpu.memory.max limits the GPU buffer memory charged to a cgroup and its
  * descendants on one device (the "limits" model): a buffer is charged, when
@@ -44,13 +50,14 @@
  * -EINVAL, a number out of range with -ERANGE, and a failed write changes
  * nothing.
  *
- * Locking: gpucg_mutex protects the device table and the creation and
- * configuration of per-(cgroup, device) pools; drivers may hold their own
- * locks when they call in (DRM's object_name_lock nests outside it). A pool
- * lives as long as its cgroup and is freed in css_free(), so whoever holds a
- * reference on the cgroup may use its pools without locks. Charges are
- * lockless (page_counter); scalar knobs are written with WRITE_ONCE() and
- * read with READ_ONCE().
+ * Locking: gpucg_mutex protects the device table and the creation,
+ * configuration and freeing of per-(cgroup, device) pools and of the
+ * scheduling state in them; drivers may hold their own locks when they call
+ * in (DRM's object_name_lock nests outside it). A pool lives until its
+ * cgroup is freed in css_free() or its device is released, so whoever holds
+ * a reference on the cgroup and the device may use its pools without locks.
+ * Charges are lockless (page_counter); scalar knobs are written with
+ * WRITE_ONCE() and read with READ_ONCE().
  */
 
 #include <linux/cgroup.h>
@@ -72,87 +79,17 @@
 #include <linux/string.h>
 #include <linux/xarray.h>
 
-#define GPUCG_PRIO_MIN		(-1023)
-#define GPUCG_PRIO_MAX		1023
+#include "gpu.h"
+
 #define GPUCG_DEFAULT_STR	"default"
 
-struct gpucg_device {
-	dev_t			devt;
-	u32			id;	/* index in gpucg_devices and gpucg->pools */
-	bool			dead;	/* unregistered, under gpucg_mutex */
-	struct kref		ref;	/* the driver's, and one per pool */
-	unsigned int		nr_engines;		/* under gpucg_mutex */
-	struct gpucg_engine	*engines[GPUCG_MAX_ENGINES];
-	struct rcu_head		rcu;
-};
-
-/*
- * A cgroup's place in one engine's scheduling tree; see "GPU time: the
- * scheduling core" below. All fields but pool and parent are under the
- * engine's lock.
- */
-struct gpucg_entity {
-	struct rb_node		node;		/* in parent->children, if active */
-	struct gpucg_entity	*parent;	/* NULL for an engine's top */
-	struct gpucg_pool	*pool;		/* NULL for the top and root */
-	struct rb_root_cached	children;	/* active children */
-	struct rb_root_cached	works;		/* own queued work */
-	u64			vtime;
-	u64			min_vtime;	/* of the active children */
-	int			prio;		/* effective priority of own work */
-	int			key_prio;	/* highest in the subtree */
-	bool			active;
-};
-
-struct gpucg_engine {
-	struct gpucg_device	*dev;
-	unsigned int		idx;		/* in dev->engines and pool->ent */
-	spinlock_t		lock;		/* everything scheduled on it */
-	u64			seq;		/* orders work, under lock */
-	struct gpucg_entity	top;		/* the root of the tree */
-	struct gpucg_entity	root;		/* work of the root cgroup */
-};
-
-/* State of one cgroup on one device, created when first needed. */
-struct gpucg_pool {
-	struct gpucg		*cg;
-	struct gpucg_device	*dev;
-	struct gpucg_pool	*parent;	/* the parent cgroup's, or NULL */
-	struct gpucg_entity	*ent[GPUCG_MAX_ENGINES];	/* lazily */
-	atomic64_t		usage_ns;	/* GPU time, hierarchical */
-	atomic64_t		wait_ns;	/* runnable, not running */
-	u32			weight;		/* 0: the cgroup's default */
-	u64			mem_max;	/* bytes as written, U64_MAX: max */
-	struct page_counter	mem;		/* parent: the parent's pool */
-	atomic64_t		events;		/* refusals, hierarchical */
-	atomic64_t		events_local;	/* refusals by this limit */
-};
-
-struct gpucg {
-	struct cgroup_subsys_state	css;
-	u32				weight;		/* default weight */
-	int				priority;
-	struct xarray			pools;		/* device id -> pool */
-	struct cgroup_file		events_file;
-	struct cgroup_file		events_local_file;
-};
-
-static DEFINE_MUTEX(gpucg_mutex);
+/* the device table; pools, engines and entities as they come and go */
+DEFINE_MUTEX(gpucg_mutex);
 static DEFINE_XARRAY_ALLOC(gpucg_devices);
-static struct gpucg gpucg_root;
-
-static struct gpucg *css_gpucg(struct cgroup_subsys_state *css)
-{
-	return css ? container_of(css, struct gpucg, css) : NULL;
-}
-
-static struct gpucg *gpucg_parent(struct gpucg *cg)
-{
-	return css_gpucg(cg->css.parent);
-}
+struct gpucg gpucg_root;
 
 /* Returns the effective priority of @cg: the minimum along its path. */
-static int gpucg_priority_effective(struct gpucg *cg)
+int gpucg_priority_effective(struct gpucg *cg)
 {
 	int prio = GPUCG_PRIO_MAX;
 
@@ -161,20 +98,37 @@ static int gpucg_priority_effective(struct gpucg *cg)
 	return prio;
 }
 
+/* Called with gpucg_mutex held, by the last kref_put(). */
 static void gpucg_device_free(struct kref *ref)
 {
 	struct gpucg_device *dev = container_of(ref, struct gpucg_device, ref);
-	unsigned int i;
 
+	lockdep_assert_held(&gpucg_mutex);
+
+	WARN_ON_ONCE(!list_empty(&dev->engines) || !list_empty(&dev->pools));
 	xa_erase(&gpucg_devices, dev->id);
-	for (i = 0; i < dev->nr_engines; i++)
-		kfree(dev->engines[i]);
-	kfree_rcu(dev, rcu);
+	kfree(dev);
+}
+
+/* Frees @pool and its entities, and drops its reference on the device. */
+static void gpucg_pool_free(struct gpucg_pool *pool)
+{
+	struct gpucg_device *dev = pool->dev;
+
+	lockdep_assert_held(&gpucg_mutex);
+	gpucg_sched_pool_free(pool);
+	xa_erase(&pool->cg->pools, dev->id);
+	list_del(&pool->dev_node);
+	kfree_rcu(pool, rcu);
+	kref_put(&dev->ref, gpucg_device_free);
 }
 
 /**
  * gpucg_register_device() - put a GPU under the controller
  * @devt: device number of the GPU's render node
+ *
+ * The device stays out of the interface files until gpucg_publish_device(),
+ * but drivers can create engines on it right away.
  *
  * Context: process context, may sleep.
  * Return: a handle for the calls below, or an ERR_PTR().
@@ -188,7 +142,10 @@ struct gpucg_device *gpucg_register_device(dev_t devt)
 	if (!dev)
 		return ERR_PTR(-ENOMEM);
 	dev->devt = devt;
+	dev->dead = true;
 	kref_init(&dev->ref);
+	INIT_LIST_HEAD(&dev->pools);
+	INIT_LIST_HEAD(&dev->engines);
 
 	ret = xa_alloc(&gpucg_devices, &dev->id, dev, xa_limit_31b, GFP_KERNEL);
 	if (ret) {
@@ -200,13 +157,28 @@ struct gpucg_device *gpucg_register_device(dev_t devt)
 EXPORT_SYMBOL_GPL(gpucg_register_device);
 
 /**
+ * gpucg_publish_device() - show a registered GPU in the interface files
+ * @dev: handle from gpucg_register_device(); NULL is ignored
+ *
+ * Context: process context, may sleep.
+ */
+void gpucg_publish_device(struct gpucg_device *dev)
+{
+	if (IS_ERR_OR_NULL(dev))
+		return;
+	mutex_lock(&gpucg_mutex);
+	WRITE_ONCE(dev->dead, false);
+	mutex_unlock(&gpucg_mutex);
+}
+EXPORT_SYMBOL_GPL(gpucg_publish_device);
+
+/**
  * gpucg_unregister_device() - take a GPU from the controller
  * @dev: handle from gpucg_register_device(); NULL is ignored
  *
- * The device disappears from the interface files and takes no new settings.
- * Buffers charged to it stay charged until they are freed: the handle stays
- * valid for gpucg_try_charge_mem() (which then charges nothing) and
- * gpucg_uncharge_mem() until gpucg_put_device().
+ * The device disappears from the interface files and takes no new settings
+ * or charges. Buffers charged to it stay charged until they are freed: the
+ * handle stays valid for gpucg_uncharge_mem() until gpucg_put_device().
  *
  * Context: process context, may sleep.
  */
@@ -224,12 +196,30 @@ EXPORT_SYMBOL_GPL(gpucg_unregister_device);
  * gpucg_put_device() - drop the driver's reference to a device
  * @dev: handle from gpucg_register_device(); NULL is ignored
  *
- * Context: any context.
+ * Called when the device is released: its engines are destroyed and no
+ * buffer of it is charged any more. Frees its state in every cgroup, so
+ * that a driver reload or hot-unplug leaves nothing behind in long-lived
+ * cgroups. A pool still charged (a leak) keeps the device until its
+ * cgroup is freed.
+ *
+ * Context: process context, may sleep.
  */
 void gpucg_put_device(struct gpucg_device *dev)
 {
-	if (!IS_ERR_OR_NULL(dev))
-		kref_put(&dev->ref, gpucg_device_free);
+	struct gpucg_pool *pool, *tmp;
+
+	if (IS_ERR_OR_NULL(dev))
+		return;
+	mutex_lock(&gpucg_mutex);
+	WARN_ON_ONCE(!list_empty(&dev->engines));
+	dev->dead = true;
+	/* children were added after their parents: free them first */
+	list_for_each_entry_safe_reverse(pool, tmp, &dev->pools, dev_node)
+		if (!WARN_ON_ONCE(page_counter_read(&pool->mem)))
+			gpucg_pool_free(pool);
+	/* under the mutex: the interface files walk the device table */
+	kref_put(&dev->ref, gpucg_device_free);
+	mutex_unlock(&gpucg_mutex);
 }
 EXPORT_SYMBOL_GPL(gpucg_put_device);
 
@@ -262,12 +252,14 @@ static struct gpucg_pool *gpucg_pool_create(struct gpucg *cg,
 	pool->dev = dev;
 	pool->parent = ppool;
 	pool->mem_max = U64_MAX;
+	xa_init(&pool->ents);
 	page_counter_init(&pool->mem, ppool ? &ppool->mem : NULL, false);
 	ret = xa_insert(&cg->pools, dev->id, pool, GFP_KERNEL);
 	if (ret) {
 		kfree(pool);
 		return ERR_PTR(ret);
 	}
+	list_add_tail(&pool->dev_node, &dev->pools);
 	kref_get(&dev->ref);
 	return pool;
 }
@@ -277,8 +269,7 @@ static struct gpucg_pool *gpucg_pool_create(struct gpucg *cg,
  * pool, so missing pools are created top-down from the highest ancestor
  * that lacks one.
  */
-static struct gpucg_pool *gpucg_pool_get(struct gpucg *cg,
-					 struct gpucg_device *dev)
+struct gpucg_pool *gpucg_pool_get(struct gpucg *cg, struct gpucg_device *dev)
 {
 	struct gpucg_pool *pool;
 	struct gpucg *top, *parent;
@@ -380,401 +371,6 @@ void gpucg_uncharge_mem(struct gpucg_pool *pool, u64 size)
 }
 EXPORT_SYMBOL_GPL(gpucg_uncharge_mem);
 
-/*
- * GPU time: the scheduling core.
- *
- * Drivers queue work on engines and ask the core which work runs next; the
- * core decides, the driver runs it and reports the GPU time it took.
- *
- * Every engine keeps a tree of entities that mirrors the cgroup hierarchy
- * and holds only the cgroups that have work queued on it, the active ones:
- * an idle cgroup costs nothing and nothing ever scans the whole hierarchy.
- * An active entity sits in its parent entity's rbtree, ordered by
- *
- *   1. priority, highest first: the highest effective gpu.priority of the
- *	work queued in its subtree, so that work of a higher priority anywhere
- *	runs before work of a lower priority anywhere else;
- *   2. vtime, lowest first: the GPU time consumed in the subtree divided by
- *	the entity's weight, as in CFS and blk-iocost.
- *
- * A pick descends from the engine's top through the leftmost entity of each
- * level to the cgroup whose work runs next; inside a cgroup, work runs by
- * context priority, then in submission order. A pick costs O(depth); a queue
- * or a retire O(depth * log(active siblings)).
- *
- * When work retires, its GPU time t advances the vtime of its cgroup's
- * entity and of every ancestor's by t * 100 / weight, so that siblings share
- * the engine in proportion to their weights at every level: a cgroup gets
- * the product of weight / sum-of-active-sibling-weights down its path. It
- * is work-conserving: only active entities compete. An entity that becomes
- * active starts no lower than the vtime its parent last picked (min_vtime),
- * so idling banks no credit. A weight change counts from the next retire.
- *
- * Work of the root cgroup is a leaf under the top with the default weight
- * and priority 0. GPU time is charged to the cgroup of the client's owner
- * when the work was queued (gpucg_client_set_owner()).
- *
- * Locking: an engine's lock protects its entities' trees, keys and vtimes
- * and is taken with interrupts off, as drivers retire work from interrupt
- * or hrtimer context. Entities are created under gpucg_mutex, published
- * with smp_store_release() and freed with their cgroup's pools; queued work
- * pins its cgroup.
- */
-
-struct gpucg_client {
-	struct gpucg __rcu	*cg;	/* the owner's, holding a reference */
-};
-
-static u32 gpucg_pool_weight(struct gpucg_pool *pool)
-{
-	return READ_ONCE(pool->weight) ?: READ_ONCE(pool->cg->weight);
-}
-
-static void gpucg_entity_init(struct gpucg_entity *e, struct gpucg_entity *parent,
-			      struct gpucg_pool *pool)
-{
-	e->parent = parent;
-	e->pool = pool;
-	e->children = RB_ROOT_CACHED;
-	e->works = RB_ROOT_CACHED;
-	RB_CLEAR_NODE(&e->node);
-}
-
-/**
- * gpucg_engine_create() - add an engine, a queue of GPU work, to a device
- * @dev: the device, from gpucg_register_device()
- *
- * The engine lives as long as the device.
- *
- * Context: process context, may sleep.
- * Return: the engine, or an ERR_PTR().
- */
-struct gpucg_engine *gpucg_engine_create(struct gpucg_device *dev)
-{
-	struct gpucg_engine *engine;
-
-	engine = kzalloc(sizeof(*engine), GFP_KERNEL);
-	if (!engine)
-		return ERR_PTR(-ENOMEM);
-	engine->dev = dev;
-	spin_lock_init(&engine->lock);
-	gpucg_entity_init(&engine->top, NULL, NULL);
-	gpucg_entity_init(&engine->root, &engine->top, NULL);
-
-	mutex_lock(&gpucg_mutex);
-	if (dev->nr_engines == GPUCG_MAX_ENGINES) {
-		mutex_unlock(&gpucg_mutex);
-		kfree(engine);
-		return ERR_PTR(-ENOSPC);
-	}
-	engine->idx = dev->nr_engines;
-	dev->engines[dev->nr_engines++] = engine;
-	mutex_unlock(&gpucg_mutex);
-	return engine;
-}
-EXPORT_SYMBOL_GPL(gpucg_engine_create);
-
-/**
- * gpucg_client_create() - a GPU client (a DRM file), owned by current
- *
- * Context: process context, may sleep.
- * Return: the client, or an ERR_PTR().
- */
-struct gpucg_client *gpucg_client_create(void)
-{
-	struct gpucg_client *client;
-
-	client = kzalloc(sizeof(*client), GFP_KERNEL);
-	if (!client)
-		return ERR_PTR(-ENOMEM);
-	RCU_INIT_POINTER(client->cg,
-			 css_gpucg(task_get_css(current, gpu_cgrp_id)));
-	return client;
-}
-EXPORT_SYMBOL_GPL(gpucg_client_create);
-
-/**
- * gpucg_client_destroy() - free a client
- * @client: from gpucg_client_create(); NULL and ERR_PTR()s are ignored
- *
- * Its queued work must be gone (retired or never queued).
- */
-void gpucg_client_destroy(struct gpucg_client *client)
-{
-	if (IS_ERR_OR_NULL(client))
-		return;
-	css_put(&rcu_dereference_protected(client->cg, true)->css);
-	kfree(client);
-}
-EXPORT_SYMBOL_GPL(gpucg_client_destroy);
-
-/**
- * gpucg_client_set_owner() - charge the client's future work to @task's cgroup
- * @client: the client
- * @task: its new owner, as drm_file_update_pid() defines it
- *
- * Work already queued stays charged where it was queued.
- *
- * Context: process context; calls for one client must be serialized.
- */
-void gpucg_client_set_owner(struct gpucg_client *client,
-			    struct task_struct *task)
-{
-	struct gpucg *old = rcu_dereference_protected(client->cg, true);
-	struct cgroup_subsys_state *css;
-
-	rcu_read_lock();
-	css = task_css(task, gpu_cgrp_id);
-	rcu_read_unlock();
-	if (css == &old->css)
-		return;
-	css = task_get_css(task, gpu_cgrp_id);
-	rcu_assign_pointer(client->cg, css_gpucg(css));
-	css_put(&old->css);
-}
-EXPORT_SYMBOL_GPL(gpucg_client_set_owner);
-
-/* Returns the entity of @cg on @engine, creating it and its ancestors'. */
-static struct gpucg_entity *gpucg_entity_get(struct gpucg *cg,
-					     struct gpucg_engine *engine)
-{
-	unsigned int idx = engine->idx;
-	struct gpucg_entity *ent;
-	struct gpucg_pool *pool, *p;
-
-	if (cg == &gpucg_root)
-		return &engine->root;
-
-	pool = xa_load(&cg->pools, engine->dev->id);
-	/* pairs with the release below: the entity is initialized */
-	ent = pool ? smp_load_acquire(&pool->ent[idx]) : NULL;
-	if (ent)
-		return ent;
-
-	mutex_lock(&gpucg_mutex);
-	pool = gpucg_pool_get(cg, engine->dev);
-	while (!IS_ERR(pool) && !pool->ent[idx]) {
-		/* top-down: the highest pool without an entity */
-		for (p = pool; p->parent && !p->parent->ent[idx]; p = p->parent)
-			;
-		ent = kzalloc(sizeof(*ent), GFP_KERNEL);
-		if (!ent) {
-			pool = ERR_PTR(-ENOMEM);
-			break;
-		}
-		gpucg_entity_init(ent, p->parent ? p->parent->ent[idx] :
-				  &engine->top, p);
-		/* publish the initialized entity to lockless readers */
-		smp_store_release(&p->ent[idx], ent);
-	}
-	mutex_unlock(&gpucg_mutex);
-	return IS_ERR(pool) ? ERR_CAST(pool) : pool->ent[idx];
-}
-
-static bool gpucg_entity_less(struct rb_node *a, const struct rb_node *b)
-{
-	const struct gpucg_entity *ea = rb_entry(a, struct gpucg_entity, node);
-	const struct gpucg_entity *eb = rb_entry(b, struct gpucg_entity, node);
-
-	if (ea->key_prio != eb->key_prio)
-		return ea->key_prio > eb->key_prio;
-	return (s64)(ea->vtime - eb->vtime) < 0;
-}
-
-static bool gpucg_work_less(struct rb_node *a, const struct rb_node *b)
-{
-	const struct gpucg_work *wa = rb_entry(a, struct gpucg_work, node);
-	const struct gpucg_work *wb = rb_entry(b, struct gpucg_work, node);
-
-	if (wa->ctx_prio != wb->ctx_prio)
-		return wa->ctx_prio > wb->ctx_prio;
-	return wa->seq < wb->seq;
-}
-
-static struct gpucg_entity *gpucg_first_child(struct gpucg_entity *e)
-{
-	struct rb_node *n = rb_first_cached(&e->children);
-
-	return n ? rb_entry(n, struct gpucg_entity, node) : NULL;
-}
-
-/*
- * Re-sorts @e and its ancestors after their work or children changed:
- * activates, re-keys or deactivates each in its parent's tree.
- */
-static void gpucg_entity_update(struct gpucg_engine *engine,
-				struct gpucg_entity *e)
-{
-	struct gpucg_entity *child;
-	bool own, busy;
-
-	lockdep_assert_held(&engine->lock);
-	for (; e->parent; e = e->parent) {
-		own = !RB_EMPTY_ROOT(&e->works.rb_root);
-		child = gpucg_first_child(e);
-		busy = own || child;
-
-		if (e->active)
-			rb_erase_cached(&e->node, &e->parent->children);
-		if (!busy) {
-			e->active = false;
-			continue;
-		}
-		if (!e->active && (s64)(e->vtime - e->parent->min_vtime) < 0)
-			e->vtime = e->parent->min_vtime;
-		e->active = true;
-		e->key_prio = own ? e->prio : GPUCG_PRIO_MIN;
-		if (child && child->key_prio > e->key_prio)
-			e->key_prio = child->key_prio;
-		rb_add_cached(&e->node, &e->parent->children, gpucg_entity_less);
-	}
-}
-
-/**
- * gpucg_work_queue() - make work runnable on an engine
- * @engine: the engine
- * @client: whose work; it is charged to the client owner's cgroup
- * @work: the work, embedded in the driver's job
- * @ctx_prio: the context priority of the work inside its cgroup
- *
- * Context: process context, may sleep.
- * Return: 0, or -ENOMEM.
- */
-int gpucg_work_queue(struct gpucg_engine *engine, struct gpucg_client *client,
-		     struct gpucg_work *work, int ctx_prio)
-{
-	struct gpucg_entity *ent;
-	unsigned long flags;
-	struct gpucg *cg;
-
-	rcu_read_lock();
-	cg = rcu_dereference(client->cg);
-	css_get(&cg->css);	/* the client holds a reference */
-	rcu_read_unlock();
-
-	ent = gpucg_entity_get(cg, engine);
-	if (IS_ERR(ent)) {
-		css_put(&cg->css);
-		return PTR_ERR(ent);
-	}
-	work->cg = cg;
-	work->ent = ent;
-	work->ctx_prio = ctx_prio;
-	work->prio = cg == &gpucg_root ? 0 : gpucg_priority_effective(cg);
-	work->queued_ns = ktime_get_ns();
-
-	spin_lock_irqsave(&engine->lock, flags);
-	work->seq = engine->seq++;
-	ent->prio = work->prio;
-	rb_add_cached(&work->node, &ent->works, gpucg_work_less);
-	gpucg_entity_update(engine, ent);
-	spin_unlock_irqrestore(&engine->lock, flags);
-	return 0;
-}
-EXPORT_SYMBOL_GPL(gpucg_work_queue);
-
-/**
- * gpucg_work_pick() - take the work that runs next off an engine's queue
- * @engine: the engine
- *
- * Context: any context.
- * Return: the work, or NULL if nothing is queued.
- */
-struct gpucg_work *gpucg_work_pick(struct gpucg_engine *engine)
-{
-	struct gpucg_entity *e = &engine->top, *child;
-	struct gpucg_work *work = NULL;
-	struct gpucg_pool *pool;
-	unsigned long flags;
-	struct rb_node *n;
-	u64 now;
-
-	spin_lock_irqsave(&engine->lock, flags);
-	for (;;) {
-		child = gpucg_first_child(e);
-		n = rb_first_cached(&e->works);
-		if (child && (!n || child->key_prio > e->prio)) {
-			if ((s64)(child->vtime - e->min_vtime) > 0)
-				e->min_vtime = child->vtime;
-			e = child;
-			continue;
-		}
-		if (!n)
-			break;
-		work = rb_entry(n, struct gpucg_work, node);
-		rb_erase_cached(n, &e->works);
-		gpucg_entity_update(engine, e);
-		break;
-	}
-	spin_unlock_irqrestore(&engine->lock, flags);
-
-	if (work) {
-		now = ktime_get_ns();
-		for (pool = work->ent->pool; pool; pool = pool->parent)
-			atomic64_add(now - work->queued_ns, &pool->wait_ns);
-	}
-	return work;
-}
-EXPORT_SYMBOL_GPL(gpucg_work_pick);
-
-/**
- * gpucg_work_retire() - account the GPU time of picked work that finished
- * @engine: the engine it ran on
- * @work: the work, from gpucg_work_pick()
- * @ns: the GPU time it took
- *
- * Context: any context.
- */
-void gpucg_work_retire(struct gpucg_engine *engine, struct gpucg_work *work,
-		       u64 ns)
-{
-	struct gpucg_entity *e;
-	struct gpucg_pool *pool;
-	unsigned long flags;
-	u64 delta;
-
-	spin_lock_irqsave(&engine->lock, flags);
-	for (e = work->ent; e->parent; e = e->parent) {
-		delta = e->pool ? div_u64(ns * CGROUP_WEIGHT_DFL,
-					  gpucg_pool_weight(e->pool)) : ns;
-		if (e->active)
-			rb_erase_cached(&e->node, &e->parent->children);
-		e->vtime += delta;
-		if (e->active)
-			rb_add_cached(&e->node, &e->parent->children,
-				      gpucg_entity_less);
-	}
-	spin_unlock_irqrestore(&engine->lock, flags);
-
-	for (pool = work->ent->pool; pool; pool = pool->parent)
-		atomic64_add(ns, &pool->usage_ns);
-	css_put(&work->cg->css);
-}
-EXPORT_SYMBOL_GPL(gpucg_work_retire);
-
-/**
- * gpucg_work_preempts() - should queued work preempt running work?
- * @engine: the engine
- * @running: the work running on it
- *
- * Context: any context.
- * Return: true if work of a higher effective priority is queued.
- */
-bool gpucg_work_preempts(struct gpucg_engine *engine,
-			 const struct gpucg_work *running)
-{
-	struct gpucg_entity *first;
-	unsigned long flags;
-	bool ret;
-
-	spin_lock_irqsave(&engine->lock, flags);
-	first = gpucg_first_child(&engine->top);
-	ret = first && first->key_prio > running->prio;
-	spin_unlock_irqrestore(&engine->lock, flags);
-	return ret;
-}
-EXPORT_SYMBOL_GPL(gpucg_work_preempts);
-
 static struct cgroup_subsys_state *
 gpucg_css_alloc(struct cgroup_subsys_state *parent_css)
 {
@@ -797,18 +393,18 @@ static void gpucg_css_free(struct cgroup_subsys_state *css)
 	struct gpucg *cg = css_gpucg(css);
 	struct gpucg_pool *pool;
 	unsigned long id;
-	unsigned int i;
 
 	/*
-	 * No charge and no queued work is left: each would hold a reference
-	 * on @css. The children's entities are gone: they pinned @css too.
+	 * No charge, active queue or ticket is left: each would hold a
+	 * reference on @css. The children's pools are gone: their cgroups
+	 * pinned @css.
 	 */
+	mutex_lock(&gpucg_mutex);
 	xa_for_each(&cg->pools, id, pool) {
-		for (i = 0; i < GPUCG_MAX_ENGINES; i++)
-			kfree(pool->ent[i]);
-		gpucg_put_device(pool->dev);
-		kfree(pool);
+		WARN_ON_ONCE(page_counter_read(&pool->mem));
+		gpucg_pool_free(pool);
 	}
+	mutex_unlock(&gpucg_mutex);
 	xa_destroy(&cg->pools);
 	if (cg != &gpucg_root)
 		kfree(cg);
@@ -919,6 +515,8 @@ static ssize_t gpu_weight_write(struct kernfs_open_file *of, char *buf,
 	dev = gpucg_device_find(devt);
 	if (!dev) {
 		ret = -EINVAL;
+	} else if (!gpucg_device_schedules(dev)) {
+		ret = -EOPNOTSUPP;	/* no engine: the weight could not act */
 	} else if (!weight) {
 		pool = xa_load(&cg->pools, dev->id);
 		if (pool)
@@ -952,6 +550,7 @@ static ssize_t gpu_priority_write(struct kernfs_open_file *of, char *buf,
 	if (prio < GPUCG_PRIO_MIN || prio > GPUCG_PRIO_MAX)
 		return -ERANGE;
 	WRITE_ONCE(cg->priority, prio);
+	gpucg_sched_rekey(cg);
 	return nbytes;
 }
 
@@ -1031,8 +630,9 @@ static int gpu_device_show(struct seq_file *sf, void *v)
 			seq_printf(sf, "usage_usec=%llu ",
 				   div_u64(val, NSEC_PER_USEC));
 			val = pool ? atomic64_read(&pool->wait_ns) : 0;
-			seq_printf(sf, "wait_usec=%llu\n",
+			seq_printf(sf, "wait_usec=%llu ",
 				   div_u64(val, NSEC_PER_USEC));
+			seq_printf(sf, "sched=%d\n", gpucg_device_schedules(dev));
 			break;
 		case GPUCG_MEM_MAX:
 			val = pool ? pool->mem_max : U64_MAX;

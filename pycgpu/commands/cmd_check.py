@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import EXIT_PROBLEMS, State, complete_path, pass_state
+from .common import EXIT_PROBLEMS, BadValue, State, complete_path, pass_state
 
 
 @click.command("check", short_help="What this host lacks for the gpu controller, with fixes.")
@@ -29,8 +29,12 @@ def check(state: State, path: str | None, as_json: bool) -> None:
     """
     from ..capabilities import PROBLEM, Host
     from ..capabilities import check as run_check
+    from ..cgroup import InvalidPath
 
-    report = run_check(Host(cgroup_root=state.cgroup_root), path)
+    try:
+        report = run_check(Host(cgroup_root=state.cgroup_root), path)
+    except InvalidPath as e:
+        raise BadValue(f"--path: {e}") from None
     if as_json:
         import json
 

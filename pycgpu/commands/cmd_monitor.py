@@ -81,7 +81,13 @@ def make_monitor(state: State, source: str, all_groups: bool, subtree: str | Non
     except SourceError as e:
         raise Refused(f"{e.strerror} (fix: --source fdinfo, or see pycgpu check)") from None
     if subtree is not None and mount is not None:
-        subtree = "/" + str(state.cgroup(subtree).relpath).lstrip(".")
+        cg = state.cgroup(subtree)
+        if not cg.exists():
+            raise BadValue(f"cgroup {cg.name} does not exist (see pycgpu show -r)")
+        if src.name == "kernel" and not cg.is_root and not cg.has("gpu.stat"):
+            raise Refused(f"cgroup {cg.name} has no gpu.stat: gpu is not enabled for it "
+                          f"(fix: pycgpu create {cg.name} --exist-ok, or --source fdinfo)")
+        subtree = cg.name
     return Monitor(src, Resolver(runtime_root), all_groups, subtree), mount
 
 
@@ -123,7 +129,7 @@ def stat(state: State, path: str | None, as_json: bool, interval: float, sort: s
     --interval, per-engine % (fdinfo), memory current/max/peak, limit hits,
     weight and priority. PATH limits the output to a subtree.
 
-    The JSON has numbers as numbers: times in µs (gpu_time_usec, wait_usec;
+    The JSON has numbers as numbers: times in µs (usage_usec, wait_usec;
     engines' busy_ns in ns), bytes, percentages with 2 decimals (null when
     --interval is 0), a memory limit of max as null; devices keyed MAJ:MIN.
 
@@ -142,7 +148,7 @@ def stat(state: State, path: str | None, as_json: bool, interval: float, sort: s
     if as_json:
         import json
 
-        doc = stat_document(monitor, str(mount) if mount else None, interval, names)
+        doc = stat_document(monitor, str(mount) if mount else None, interval, names, unused)
         indent = 2 if sys.stdout.isatty() else None
         click.echo(json.dumps(doc, indent=indent))
         return
@@ -236,7 +242,12 @@ def exporter(state: State, listen: str, source: str, all_groups: bool, proc_root
     pycgpu_gpu_wait_seconds_total, pycgpu_gpu_engine_busy_seconds_total{engine},
     pycgpu_gpu_memory_bytes, pycgpu_gpu_memory_max_bytes,
     pycgpu_gpu_memory_peak_bytes, pycgpu_gpu_memory_limit_hits_total,
-    pycgpu_gpu_weight, pycgpu_gpu_priority, pycgpu_container_info, ...
+    pycgpu_gpu_weight, pycgpu_gpu_priority, pycgpu_container_info,
+    pycgpu_gpu_device_info, pycgpu_build_info, pycgpu_scrape_errors_total, ...
+    Only devices a group used get series; device is the render node name
+    (renderD128), with maj_min, pci and driver on pycgpu_gpu_device_info. A
+    group whose files cannot be read is counted in
+    pycgpu_scrape_errors_total{cgroup} and the others are still served.
 
     Runs until interrupted (Ctrl-C, SIGTERM).
 
@@ -268,9 +279,9 @@ def exporter(state: State, listen: str, source: str, all_groups: bool, proc_root
     def log(msg: str) -> None:
         click.echo(f"pycgpu exporter: {msg}", err=True)
 
-    reg = exp.registry(monitor, devices, log)
+    exporter_ = exp.Exporter(monitor, devices, log, sysfs=state.sysfs_root)
     try:
-        server, _thread = exp.serve(reg, host, port)
+        server, _thread = exp.serve(exporter_, host, port)
     except OSError as e:
         raise Refused(f"cannot listen on {listen}: {e.strerror or e}") from None
     shown = f"[{host}]" if ":" in host else host

@@ -1,4 +1,4 @@
-"""``pycgpu oci patch|generate|hook``: OCI bundles for runc and crun, and the
+"""``pycgpu oci patch|unpatch|generate|hook``: OCI bundles for runc and crun, and the
 createRuntime hook that applies ``pycgpu.io/gpu.*`` annotations."""
 
 from __future__ import annotations
@@ -169,7 +169,7 @@ def _finish(config: Config, patch: Patch, dry_run: bool, output: str | None, def
     write_output(config.dumps(), output, default, unchanged)
 
 
-@click.group("oci", short_help="OCI bundles for runc/crun: patch, generate, the hook.")
+@click.group("oci", short_help="OCI bundles for runc/crun: patch, unpatch, generate, the hook.")
 def oci() -> None:
     """OCI runtime bundles (runc, crun): give a container render nodes and
     gpu knobs through its config.json, and the createRuntime hook that
@@ -180,6 +180,7 @@ def oci() -> None:
       pycgpu oci generate --device renderD128 --weight 300 --memory-max renderD128=2G
       pycgpu oci patch mybundle/config.json --device renderD128 --priority 50
       pycgpu oci patch config.json --hook --memory-max renderD128=1G --memory-max renderD129=1G
+      pycgpu oci unpatch config.json
     """
 
 
@@ -200,6 +201,12 @@ def patch(state: State, config: Path, devices: tuple[str, ...], weights: tuple[s
     directory, fsync'ed, with the original's mode, renamed over it). On bad
     input nothing is written.
 
+    Patching again converges: a knob given again replaces its earlier value
+    wherever it was (linux.resources.unified or, with --hook, the
+    pycgpu.io/ annotations: never both), and the config keeps exactly one
+    pycgpu hook entry (a new --hook-path replaces the old one). pycgpu oci
+    unpatch removes it all.
+
     \b
     Examples:
       pycgpu oci patch bundle/config.json --device renderD128 --weight 300 --priority 50
@@ -217,15 +224,57 @@ def patch(state: State, config: Path, devices: tuple[str, ...], weights: tuple[s
     if built.is_empty():
         raise BadValue("nothing to patch: give --device, --weight, --priority, --memory-max, "
                        "--cgroups-path, --hook or --legacy-stanza")
+    _finish(_load(path), built, dry_run, output, path, path)
+
+
+@oci.command("unpatch", short_help="Remove what pycgpu oci patch added to a config.json.")
+@click.argument("config", type=click.Path(path_type=Path))
+@click.option("--keep-devices", is_flag=True,
+              help="Keep the render nodes in linux.devices and their allow rules.")
+@click.option("--dry-run", is_flag=True, help="Print what would be removed, write nothing.")
+@click.option("--output", "-o", metavar="FILE",
+              help="Write the result to FILE ('-': stdout) instead of replacing CONFIG.")
+def unpatch(config: Path, keep_devices: bool, dry_run: bool, output: str | None) -> None:
+    """Undo pycgpu oci patch on the runtime-spec CONFIG (a config.json, or a
+    bundle directory holding one): remove the gpu.* keys of
+    linux.resources.unified, every pycgpu.io/ annotation, the
+    hooks.createRuntime entries that run pycgpu oci hook,
+    linux.resources.gpu and (unless --keep-devices) the /dev/dri/renderD*
+    entries of linux.devices with their allow rules. linux.cgroupsPath and
+    process are left as they are. The file is replaced atomically; on bad
+    input nothing is written.
+
+    \b
+    Examples:
+      pycgpu oci unpatch bundle/config.json
+      pycgpu oci unpatch bundle --keep-devices --dry-run
+    """
+    from .. import oci as ocimod
+
+    path = config / ocimod.CONFIG if config.is_dir() else config
+    loaded = _load(path)
+    with file_errors(path):
+        changes = ocimod.unpatch(loaded.doc, keep_devices)
+    if dry_run:
+        for change in changes:
+            click.echo(f"would {change}")
+        return
+    if not changes and output is None:
+        return
+    write_output(loaded.dumps(), output, path, path)
+
+
+def _load(path: Path) -> Config:
+    from .. import oci as ocimod
+
     try:
-        loaded = ocimod.load(path)
+        return ocimod.load(path)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         raise BadValue(f"{path} does not exist (create one: pycgpu oci generate)") from None
     except ocimod.ConfigError as e:
         raise BadValue(str(e)) from None
     except OSError as e:
         raise Refused(f"{path}: {e.strerror}") from None
-    _finish(loaded, built, dry_run, output, path, path)
 
 
 @oci.command("generate", short_help="A fresh config.json (runc spec's defaults), patched.",
@@ -311,23 +360,15 @@ def hook(state: State, proc_root: Path) -> None:
 
     from .. import hook as hookmod
     from .. import imagecheck
-    from ..annotations import AnnotationError
 
     stdin = sys.stdin
     if stdin.isatty():
         raise BadValue("pycgpu oci hook reads the container's OCI state on stdin: the runtime "
                        "runs it (see pycgpu oci hook --help)")
 
-    def parse_knobs(weights: tuple[str, ...], priority: str | None,
-                    memory_max: tuple[str, ...]) -> Any:
-        try:
-            return settings_from_options(state, weights, priority, memory_max)
-        except BadValue as e:
-            raise AnnotationError(e.message) from None
-
     try:
         outcome = hookmod.run(
-            stdin.read(), parse_knobs=parse_knobs, mount=lambda: state.mount,
+            stdin.read(), resolve=state.resolve_devt, mount=lambda: state.mount,
             proc_root=proc_root,
             image_host=lambda: imagecheck.host(state.sysfs_root, state.dev_root, proc_root))
     except hookmod.BadInput as e:

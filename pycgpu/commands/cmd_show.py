@@ -39,7 +39,10 @@ def render(item: dict[str, Any]) -> list[str]:
         add("weight", f"default {w['default']}" + (f", {overrides}" if overrides else ""))
     if "priority" in item:
         eff = item.get("priority_effective")
-        add("priority", f"{item['priority']}" + (f" (effective {eff})" if eff is not None else ""))
+        note = "" if eff is None else f" (effective {eff}"
+        if item.get("priority_capped_by"):
+            note += f", capped by {item['priority_capped_by']}"
+        add("priority", f"{item['priority']}" + (note + ")" if note else ""))
     memory = item.get("memory", {})
     for key in ("max", "current", "peak"):
         if key in memory:
@@ -79,6 +82,7 @@ def show(state: State, path: str, recursive: bool, as_json: bool) -> None:
         raise BadValue(f"cgroup {cg.name} does not exist")
     with translated(path):
         items = list(snapshot.walk(state.mount, cg.name, recursive))
+        snapshot.add_capped_by(state.mount, items)
     if as_json:
         import json
 

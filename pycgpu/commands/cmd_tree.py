@@ -32,9 +32,17 @@ Knobs (each may be combined; DEV is renderD128, /dev/dri/renderD128, card0,
 a PCI address like 0000:00:02.0 or 00:02.0, or MAJ:MIN like 226:128):
   --weight W            default share of GPU time, 1..10000 (default 100)
   --weight DEV=W        the share on one device; DEV=default drops the override
-  --priority N          -1023..1023; the effective priority is capped by the parent's
+  --priority N          -1023..1023; the effective priority is capped by the
+                        ancestors' (--raise-ancestors lifts them)
   --memory-max DEV=SIZE GPU memory limit on DEV: bytes, 512K, 512M, 2G, 1T, or max
 """
+
+
+def raise_option(f: F) -> F:
+    return click.option(
+        "--raise-ancestors", is_flag=True,
+        help="With --priority N: also raise every ancestor whose gpu.priority is below N "
+             "to N (their cap on the effective priority), in the same all-or-none step.")(f)
 
 
 def knob_options(f: F) -> F:
@@ -57,9 +65,11 @@ def _run(plan: Plan, dry_run: bool, path: str) -> None:
     if dry_run:
         for step in plan.steps():
             click.echo(f"would {step}")
-        return
-    with translated(path):
-        knobs.apply(plan)
+    else:
+        with translated(path):
+            knobs.apply(plan)
+    for warning in plan.warnings:  # once the change is done (or would be)
+        click.echo(f"warning: {warning}", err=True)
 
 
 @click.command("create", short_help="Create a group, enable gpu along its path, set knobs.",
@@ -68,9 +78,11 @@ def _run(plan: Plan, dry_run: bool, path: str) -> None:
 @knob_options
 @click.option("--exist-ok", is_flag=True,
               help="Succeed if PATH exists: still enable gpu along the path and set the knobs.")
+@raise_option
 @pass_state
 def create(state: State, path: str, weights: tuple[str, ...], priority: str | None,
-           memory_max: tuple[str, ...], dry_run: bool, exist_ok: bool) -> None:
+           memory_max: tuple[str, ...], dry_run: bool, exist_ok: bool,
+           raise_ancestors: bool) -> None:
     """Create the cgroup PATH with its missing parents, enable the gpu
     controller along the path, and set the knobs given.
 
@@ -90,7 +102,8 @@ def create(state: State, path: str, weights: tuple[str, ...], priority: str | No
     cg = state.cgroup(path)
     settings = settings_from_options(state, weights, priority, memory_max)
     with translated(path):
-        plan = knobs.plan_create(cg, settings, exist_ok=exist_ok)
+        plan = knobs.plan_create(cg, settings, exist_ok=exist_ok,
+                                 raise_ancestors=raise_ancestors)
     _run(plan, dry_run, path)
 
 
@@ -98,11 +111,17 @@ def create(state: State, path: str, weights: tuple[str, ...], priority: str | No
                epilog=KNOBS_HELP)
 @click.argument("path", shell_complete=complete_path)
 @knob_options
+@raise_option
 @pass_state
 def set_(state: State, path: str, weights: tuple[str, ...], priority: str | None,
-         memory_max: tuple[str, ...], dry_run: bool) -> None:
+         memory_max: tuple[str, ...], dry_run: bool, raise_ancestors: bool) -> None:
     """Change knobs of the existing cgroup PATH: all of them or, if the
     kernel refuses one, none (the ones already written are restored).
+
+    The effective priority is capped by every ancestor's gpu.priority (the
+    default 0 included): set warns, naming the ancestor, when the priority
+    asked for will not take effect; --raise-ancestors lifts those ancestors
+    to it in the same all-or-none step.
 
     \b
     Examples:
@@ -110,13 +129,14 @@ def set_(state: State, path: str, weights: tuple[str, ...], priority: str | None
       pycgpu set ai/train --weight renderD128=800 --weight card1=default
       pycgpu set ai/infer --priority 200 --memory-max 226:128=max
       pycgpu set ai/infer --memory-max renderD128=512M --dry-run
+      pycgpu set ai/infer --priority 500 --raise-ancestors
     """
     from .. import knobs
 
     cg = state.cgroup(path)
     settings = settings_from_options(state, weights, priority, memory_max)
     with translated(path):
-        plan = knobs.plan_set(cg, settings)
+        plan = knobs.plan_set(cg, settings, raise_ancestors=raise_ancestors)
     _run(plan, dry_run, path)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..cgroup import Cgroup, CgroupError, find_mount
+from ..cgroup import Cgroup, CgroupError, InvalidPath, find_mount, resolve_path
 from ..formats import DevT
 
 if TYPE_CHECKING:
@@ -110,20 +110,18 @@ class State:
                 f"{e.strerror} (fix: sudo mount -t cgroup2 none /sys/fs/cgroup, "
                 "or pass --cgroup-root; see pycgpu check)") from None
 
+    def relpath(self, text: str, what: str = "PATH") -> str:
+        """PATH relative to the cgroup root, by the one rule of
+        :func:`pycgpu.cgroup.resolve_path`; BadValue when it breaks it."""
+        try:
+            return resolve_path(self.mount, text)
+        except InvalidPath as e:
+            raise BadValue(f"{what}: {e}") from None
+
     def cgroup(self, text: str) -> Cgroup:
         """The group PATH names: relative to the cgroup root, with or without
         a leading slash, or an absolute path under the cgroup root."""
-        mount = self.mount
-        rel = text
-        prefix = str(mount).rstrip("/") + "/"
-        if text.startswith(prefix):
-            rel = text[len(prefix):]
-        elif text == str(mount):
-            rel = ""
-        try:
-            return Cgroup(mount, rel)
-        except ValueError as e:
-            raise BadValue(f"PATH {text!r}: {e}") from None
+        return Cgroup(self.mount, self.relpath(text))
 
     def devices(self) -> list[Device]:
         if self._devices is None:
@@ -131,6 +129,12 @@ class State:
 
             self._devices = discover(self.sysfs_root, self.dev_root)
         return self._devices
+
+    def resolve_devt(self, text: str) -> DevT:
+        """The render node DEV names (DeviceError if none)."""
+        from ..devices import resolve
+
+        return resolve(text, self.devices()).devt
 
     def device(self, text: str, what: str) -> DevT:
         """Resolve a DEV argument; @what names the option in errors."""
@@ -145,63 +149,16 @@ class State:
 pass_state = click.make_pass_decorator(State, ensure=True)
 
 
-def _number(what: str, text: str, expected: str, check: Callable[[int], int]) -> int:
-    """An integer option value, range-checked; BadValue names @what."""
-    from .. import formats
-
-    try:
-        value = int(text.strip(), 10)
-    except ValueError:
-        raise BadValue(f"{what}: {text!r} is not an integer (give {expected})") from None
-    try:
-        return check(value)
-    except formats.FormatError as e:
-        raise BadValue(f"{what}: {e}") from None
-
-
 def settings_from_options(
     state: State, weights: tuple[str, ...], priority: str | None, memory_max: tuple[str, ...]
 ) -> Settings:
     """Parse and check --weight/--priority/--memory-max; raises BadValue."""
-    from .. import formats
-    from ..knobs import Settings
+    from ..knobs import InvalidRequest, parse_settings
 
-    settings = Settings()
-    for raw in weights:
-        what = f"--weight {raw!r}"
-        dev_text, sep, value = raw.rpartition("=")
-        dev = state.device(dev_text, what) if sep else None
-        if sep and value.strip() == "default":
-            w = None
-        else:
-            w = _number(what, value, "W or DEV=W with W in [1, 10000], or DEV=default",
-                        formats.check_weight)
-        if dev is None:
-            if settings.weight is not None:
-                raise BadValue(f"{what}: the default weight is given twice")
-            assert w is not None
-            settings.weight = w
-        else:
-            if dev in settings.device_weights:
-                raise BadValue(f"{what}: the weight of {dev} is given twice")
-            settings.device_weights[dev] = w
-    if priority is not None:
-        settings.priority = _number(f"--priority {priority!r}", priority,
-                                    "N in [-1023, 1023]", formats.check_priority)
-    for raw in memory_max:
-        what = f"--memory-max {raw!r}"
-        dev_text, sep, value = raw.rpartition("=")
-        if not sep or not dev_text:
-            raise BadValue(f"{what}: give DEV=SIZE, e.g. renderD128=2G or renderD128=max")
-        dev = state.device(dev_text, what)
-        try:
-            size = formats.check_size(formats.parse_size(value))
-        except formats.FormatError as e:
-            raise BadValue(f"{what}: {e}") from None
-        if dev in settings.memory_max:
-            raise BadValue(f"{what}: the limit of {dev} is given twice")
-        settings.memory_max[dev] = size
-    return settings
+    try:
+        return parse_settings(weights, priority, memory_max, state.resolve_devt)
+    except InvalidRequest as e:
+        raise BadValue(str(e)) from None
 
 
 # shell completion --------------------------------------------------------------

@@ -80,6 +80,16 @@ class Sample:
     groups: dict[str, GroupUsage] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)  # what could not be read, and why
     duration_ns: int = 0  # how long the read took
+    # the cgroup of each error ("" when it is not one group's: a process, the source)
+    error_groups: list[str] = field(default_factory=list)
+    # fdinfo: device -> engine -> (drm-curfreq, drm-maxfreq) in Hz, as the clients report them
+    frequency: dict[DevT, dict[str, tuple[int | None, int | None]]] = field(
+        default_factory=dict)
+
+    def error(self, message: str, cgroup: str = "") -> None:
+        """Record what could not be read; the sample goes on with the rest."""
+        self.errors.append(message)
+        self.error_groups.append(cgroup)
 
 
 class Source(abc.ABC):
@@ -110,7 +120,15 @@ def gpu_enabled_below(mount: Path) -> bool:
     """Whether the groups right below @mount have gpu.* files."""
     try:
         return "gpu" in (mount / "cgroup.subtree_control").read_text().split()
-    except OSError:
+    except (OSError, ValueError):
+        return False
+
+
+def controller_available(mount: Path) -> bool:
+    """Whether the kernel has the gpu controller (in the root's cgroup.controllers)."""
+    try:
+        return "gpu" in (mount / "cgroup.controllers").read_text().split()
+    except (OSError, ValueError):
         return False
 
 
@@ -123,6 +141,9 @@ def open_source(kind: str, mount: Path | None, proc: Path = Path("/proc"),
     if kind == KERNEL:
         if mount is None:
             raise SourceError(0, "the kernel source needs a cgroup2 mount")
+        if not controller_available(mount):
+            raise SourceError(0, f"no gpu controller in {mount}/cgroup.controllers: the kernel "
+                                 "source needs a kernel with CONFIG_CGROUP_GPU")
         from .kernel import KernelSource
 
         return KernelSource(mount)

@@ -45,7 +45,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..formats import DevT, FormatError
+from ..formats import DevT, FormatError, decode
 from . import FDINFO, DeviceUsage, Engine, GroupUsage, Sample, Source
 
 DRM_MAJOR = 226
@@ -260,8 +260,8 @@ class FdinfoSource(Source):
                     continue
                 where = f"{proc}/{pid}/fdinfo/{fd}"
                 try:
-                    with open(where) as f:
-                        client = parse_fdinfo(f.read(), where)
+                    with open(where, "rb") as f:
+                        client = parse_fdinfo(decode(f.read(), where), where)
                 except OSError:
                     continue
                 except FormatError as e:
@@ -294,7 +294,8 @@ class FdinfoSource(Source):
 
     def _cgroup_of(self, pid: str) -> str:
         try:
-            with open(f"{self.proc}/{pid}/cgroup") as f:
+            with open(f"{self.proc}/{pid}/cgroup", encoding="utf-8",
+                      errors="surrogateescape") as f:
                 text = f.read()
         except OSError:
             return "/"
@@ -361,6 +362,10 @@ class FdinfoSource(Source):
                 du = group.devices[f.devt] = DeviceUsage(clients=0, driver=c.driver)
                 du.memory["current"] = 0
             du.clients = (du.clients or 0) + 1
+            if c.curfreq or c.maxfreq:
+                freq = sample.frequency.setdefault(f.devt, {})
+                for name in sorted({*c.curfreq, *c.maxfreq}):
+                    freq[name] = (c.curfreq.get(name), c.maxfreq.get(name))
             du.memory["current"] = (du.memory.get("current") or 0) + c.memory_bytes()
             for region, kinds in c.memory.items():
                 r = du.regions.setdefault(region, {})

@@ -23,12 +23,12 @@ children's. :attr:`GroupUsage.leaf` tells the groups apart.
 
 from __future__ import annotations
 
-import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import formats
+from ..cgroup import read_interface
 from . import KERNEL, DeviceUsage, GroupUsage, Sample, Source, SourceError
 
 _O_FLAGS = os.O_RDONLY | os.O_CLOEXEC
@@ -42,24 +42,7 @@ _CACHE_MAX = 4096
 
 def _read(name: str, dir_fd: int) -> str | None:
     """The text of file @name in the directory @dir_fd, or None if it does not exist."""
-    try:
-        fd = os.open(name, _O_FLAGS, dir_fd=dir_fd)
-    except FileNotFoundError:
-        return None
-    try:
-        data = os.read(fd, 4096)
-        if len(data) == 4096:  # a big file (many devices): keep reading
-            chunks = [data]
-            while chunk := os.read(fd, 65536):
-                chunks.append(chunk)
-            data = b"".join(chunks)
-    except OSError as e:
-        if e.errno == errno.ENODEV:  # the group went away between open and read
-            return None
-        raise
-    finally:
-        os.close(fd)
-    return data.decode()
+    return read_interface(name, dir_fd)
 
 
 @dataclass
@@ -156,7 +139,7 @@ class KernelSource(Source):
                         continue  # no gpu.* here, so none below either
                     nlink = os.stat(dfd).st_nlink
                 except OSError as e:
-                    sample.errors.append(f"{path}: {e.strerror}")
+                    sample.error(f"{path}: {e.strerror}", child_rel)
                     continue
                 finally:
                     os.close(dfd)
@@ -175,7 +158,7 @@ class KernelSource(Source):
         if parsed is None:
             parsed = self._parsed[texts] = _parse(texts)
         if parsed.error is not None:
-            sample.errors.append(f"{path}/{parsed.error}")
+            sample.error(f"{path}/{parsed.error}", rel)
         return GroupUsage(rel, priority=parsed.priority,
                           priority_effective=parsed.priority_effective,
                           devices=parsed.devices)

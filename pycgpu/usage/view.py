@@ -135,12 +135,16 @@ class Monitor:
         devices a group never used (:attr:`Row.unused`) are left out."""
         rows = []
         for group in self.groups():
-            c = self.container(group.path)
-            for devt, du in group.devices.items():
-                row = Row(group, c, devt, du, self.rates.get((group.path, devt)))
-                if unused or not row.unused:
-                    rows.append(row)
+            rows += self.rows_of(group, self.container(group.path), unused)
         return rows
+
+    def rows_of(self, group: GroupUsage, c: Container | None, unused: bool = True) -> list[Row]:
+        out = []
+        for devt, du in group.devices.items():
+            row = Row(group, c, devt, du, self.rates.get((group.path, devt)))
+            if unused or not row.unused:
+                out.append(row)
+        return out
 
 
 # sorting ---------------------------------------------------------------------------
@@ -185,7 +189,7 @@ def sort_rows(rows: list[Row], key: str, reverse: bool = False) -> list[Row]:
 def _device_json(du: DeviceUsage, r: Rates | None, with_rates: bool) -> dict[str, Any]:
     d: dict[str, Any] = {}
     if du.gpu_time_ns is not None:
-        d["gpu_time_usec"] = du.gpu_time_ns // 1000
+        d["usage_usec"] = d["gpu_time_usec"] = du.gpu_time_ns // 1000
     if du.wait_ns is not None:
         d["wait_usec"] = du.wait_ns // 1000
     if with_rates:
@@ -217,8 +221,10 @@ def _device_json(du: DeviceUsage, r: Rates | None, with_rates: bool) -> dict[str
 
 
 def stat_document(monitor: Monitor, cgroup_root: str | None, interval_s: float,
-                  device_names: dict[DevT, str] | None = None) -> dict[str, Any]:
-    """The pycgpu.stat/v1 document of the monitor's latest sample."""
+                  device_names: dict[DevT, str] | None = None,
+                  unused: bool = True) -> dict[str, Any]:
+    """The pycgpu.stat/v1 document of the monitor's latest sample; without
+    @unused, the devices a group never used are left out of its item."""
     sample = monitor.sample
     assert sample is not None
     with_rates = monitor.prev is not None
@@ -233,9 +239,10 @@ def stat_document(monitor: Monitor, cgroup_root: str | None, interval_s: float,
             item["priority_effective"] = group.priority_effective
         if sample.source == "fdinfo":
             item["pids"] = list(group.pids)
+        used = {r.devt for r in monitor.rows_of(group, c, unused)}
         item["devices"] = {
             str(devt): _device_json(du, monitor.rates.get((group.path, devt)), with_rates)
-            for devt, du in group.devices.items()}
+            for devt, du in group.devices.items() if devt in used}
         groups.append(item)
     seen = sorted({d for g in monitor.groups() for d in g.devices})
     names = device_names or {}

@@ -75,10 +75,10 @@ class FakeKernel:
         self.log = log
         return path
 
-    def snapshot(self) -> dict[str, str]:
-        """Every file's content, to check that nothing changed."""
-        return {str(p.relative_to(self.root)): p.read_text()
-                for p in sorted(self.root.rglob("*")) if p.is_file()}
+    def snapshot(self) -> dict[str, bytes]:
+        """Every file's content and every directory, to check that nothing changed."""
+        return {str(p.relative_to(self.root)): p.read_bytes() if p.is_file() else b"<dir>"
+                for p in sorted(self.root.rglob("*"))}
 
     # cgroupfs -------------------------------------------------------------------
 

@@ -85,5 +85,36 @@ def test_dry_run(cli):
     r = cli("exec", "--dry-run", "a", "--", "echo", "hi")
     lines = r.output.splitlines()
     assert lines[0].startswith("would write '") and lines[0].endswith("/a/cgroup.procs")
-    assert lines[1] == "would exec echo hi"
+    assert lines[1].startswith("would exec echo hi (/")
     assert cli.fake.read("a/cgroup.procs") == ""
+
+
+def test_dry_run_after_path_writes_and_runs_nothing(root, tmp_path):
+    marker = tmp_path / "ran"
+    r = pycgpu(root, "exec", "a", "--dry-run", "--", "touch", str(marker))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[1].startswith(f"would exec touch {marker} (/")
+    assert (root / "a" / "cgroup.procs").read_text() == ""
+    assert not marker.exists()
+
+
+def test_dry_run_checks_the_command(root):
+    r = pycgpu(root, "exec", "a", "--dry-run", "--", "no-such-command-pycgpu")
+    assert r.returncode == 127
+    assert r.stderr.strip() == "Error: no-such-command-pycgpu: command not found"
+    assert (root / "a" / "cgroup.procs").read_text() == ""
+
+
+def test_dry_run_checks_the_group_takes_processes(root):
+    (root / "a" / "cgroup.subtree_control").write_text("gpu\n")
+    r = pycgpu(root, "exec", "--dry-run", "a", "--", "true")
+    assert r.returncode == 1
+    assert "has controllers enabled for its children (gpu)" in r.stderr
+    assert (root / "a" / "cgroup.procs").read_text() == ""
+
+
+def test_unknown_option_before_command_runs_nothing(root, tmp_path):
+    r = pycgpu(root, "exec", "a", "--dry-runn", "--", "true")
+    assert r.returncode == 2
+    assert "no such option '--dry-runn' before COMMAND" in r.stderr
+    assert (root / "a" / "cgroup.procs").read_text() == ""

@@ -83,3 +83,30 @@ def test_shell_completion_of_devices(tmp_path, fake_sysfs):
     r = subprocess.run([sys.executable, "-m", "pycgpu"], env=env, capture_output=True,
                        text=True, check=True)
     assert r.stdout.split() == ["plain,renderD128=", "plain,renderD129="]
+
+
+def test_schema_command(cli):
+    import json
+
+    from pycgpu.schemas import SCHEMAS, STAT_SCHEMA
+
+    assert cli("schema").output.split() == sorted(SCHEMAS)
+    assert json.loads(cli("schema", "stat").output) == STAT_SCHEMA
+    assert json.loads(cli("schema", "pycgpu.show/v1").output)["$id"] == "pycgpu.show/v1"
+    assert "no schema 'nope'; known: pycgpu.check/v1" in cli("schema", "nope", code=2).output
+
+
+def test_schemas_have_open_lists():
+    import jsonschema
+
+    from pycgpu.schemas import CHECK_SCHEMA, STAT_SCHEMA
+
+    doc = {"schema": "pycgpu.check/v1", "ok": True, "cgroup_root": None,
+           "findings": [{"id": "a-new-check", "status": "ok", "message": "", "fix": None}]}
+    jsonschema.validate(doc, CHECK_SCHEMA)
+    group = {"path": "/x", "leaf": True, "devices": {},
+             "container": {"runtime": "a-new-runtime", "id": "1", "name": None, "pod": None,
+                           "pod_uid": None, "namespace": None, "qos": None}}
+    doc = {"schema": "pycgpu.stat/v1", "source": "kernel", "cgroup_root": None, "time": 0,
+           "interval_s": None, "devices": {}, "groups": [group], "errors": []}
+    jsonschema.validate(doc, STAT_SCHEMA)

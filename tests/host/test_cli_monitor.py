@@ -20,7 +20,6 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 from fakeproc import FakeProc, client, fake_devnum, fixture
-from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from pycgpu.cli import main
@@ -114,9 +113,12 @@ def test_stat_json_schema_and_values(env):
                                   "pod": "train-0", "pod_uid": UID, "namespace": "ml",
                                   "qos": "burstable"}
     assert train["devices"]["226:128"] == {
-        "gpu_time_usec": 4000000, "wait_usec": 1000000,
+        "usage_usec": 4000000, "gpu_time_usec": 4000000, "wait_usec": 1000000,
         "memory": {"current": 1073741824, "max": 2147483648, "limit_hits": 2},
         "weight": 300}
+    assert "226:129" not in train["devices"]  # never used: only with --unused
+    doc = json.loads(run(env, "stat", "--json", "--interval", "0", "--unused"))
+    train = {g["path"]: g for g in doc["groups"]}[TRAIN]
     assert train["devices"]["226:129"]["memory"]["max"] is None
     assert groups[WEB]["container"]["runtime"] == "docker"
     assert groups[WEB]["priority_effective"] == -5
@@ -269,7 +271,7 @@ def families(text: str) -> dict:
 def test_collector_kernel(env):
     monitor = Monitor(KernelSource(Path(env["PYCGPU_CGROUP_ROOT"])),
                       Resolver(env["PYCGPU_RUNTIME_ROOT"]))
-    text = generate_latest(exp.registry(monitor)).decode()
+    text = exp.Exporter(monitor).scrape().decode()
     f = families(text)
     samples = {(s.name, s.labels.get("cgroup"), s.labels.get("device")): s
                for fam in f.values() for s in fam.samples}
@@ -304,14 +306,18 @@ def samples_of(text: str) -> dict:
 def test_collector_fdinfo_engines(proc_env):
     monitor = Monitor(FdinfoSource(proc=Path(proc_env["PYCGPU_PROC_ROOT"]),
                                    sysfs=Path(proc_env["PYCGPU_SYSFS_ROOT"])))
-    got = samples_of(generate_latest(exp.registry(monitor)).decode())
+    got = samples_of(exp.Exporter(monitor).scrape().decode())
     video = ("pycgpu_gpu_engine_busy_seconds_total", TRAIN, "226:128", "video", None, None)
     assert got[video].value == 0.088
-    assert got[video].labels == {"cgroup": TRAIN, "container": "3f2a9c1b7d4e", "pod": UID,
+    # pod is always a name: the UID (all the cgroup path tells) is on the info metric
+    assert got[video].labels == {"cgroup": TRAIN, "container": "3f2a9c1b7d4e", "pod": "",
                                  "namespace": "", "device": "226:128", "engine": "video"}
-    assert got[("pycgpu_gpu_engine_capacity", TRAIN, "226:128", "video", None, None)].value == 2
-    assert got[("pycgpu_gpu_memory_region_bytes", TRAIN, "226:128", None, "system0",
-                "resident")].value == 8196 * 1024
+    assert got[("pycgpu_container_info", TRAIN, None, None, None, None)].labels["pod_uid"] == UID
+    # capacity is the device's, not the group's
+    assert got[("pycgpu_gpu_engine_capacity", None, "226:128", "video", None, None)].value == 2
+    # one family per kind: summable over region
+    assert got[("pycgpu_gpu_memory_region_resident_bytes", TRAIN, "226:128", None, "system0",
+                None)].value == 8196 * 1024
     # the card0 fd of the docker container counts against renderD128
     assert got[("pycgpu_gpu_clients", WEB, "226:128", None, None, None)].value == 1
     assert got[("pycgpu_gpu_time_seconds_total", WEB, "226:128", None, None, None)].value == 5e-9
@@ -320,17 +326,17 @@ def test_collector_fdinfo_engines(proc_env):
 
 def test_collector_reads_at_scrape_time(env):
     monitor = Monitor(KernelSource(Path(env["PYCGPU_CGROUP_ROOT"])))
-    reg = exp.registry(monitor)
+    reg = exp.Exporter(monitor)
     key = ("pycgpu_gpu_time_seconds_total", WEB, "226:128", None, None, None)
-    assert samples_of(generate_latest(reg).decode())[key].value == 0.0015
+    assert samples_of(reg.scrape().decode())[key].value == 0.0015
     stat = Path(env["PYCGPU_CGROUP_ROOT"]) / WEB.lstrip("/") / "gpu.stat"
     stat.write_text("226:128 usage_usec=2500000 wait_usec=0\n")
-    assert samples_of(generate_latest(reg).decode())[key].value == 2.5
+    assert samples_of(reg.scrape().decode())[key].value == 2.5
 
 
 def test_http_server_on_a_free_port(env):
     monitor = Monitor(KernelSource(Path(env["PYCGPU_CGROUP_ROOT"])))
-    server, _ = exp.serve(exp.registry(monitor), "127.0.0.1", 0)
+    server, _ = exp.serve(exp.Exporter(monitor), "127.0.0.1", 0)
     try:
         url = f"http://127.0.0.1:{server.server_port}/metrics"
         with urllib.request.urlopen(url, timeout=10) as r:
@@ -374,3 +380,104 @@ def test_parse_listen(text, want):
 def test_bad_listen(env, text):
     out = run(env, "exporter", "--listen", text, code=2)
     assert "give HOST:PORT" in out
+
+
+# exporter fit for a fleet --------------------------------------------------------------------
+
+
+def kernel_exporter(env, **kw):
+    monitor = Monitor(KernelSource(Path(env["PYCGPU_CGROUP_ROOT"])),
+                      Resolver(env["PYCGPU_RUNTIME_ROOT"]))
+    return exp.Exporter(monitor, **kw)
+
+
+def test_exporter_has_no_series_for_unused_devices(env):
+    got = samples_of(kernel_exporter(env).scrape().decode())
+    assert ("pycgpu_gpu_time_seconds_total", TRAIN, "226:128", None, None, None) in got
+    # TRAIN lists 226:129 (the kernel lists every device) but never used it
+    assert not [k for k in got if k[1] == TRAIN and k[2] == "226:129"]
+    # /ai/train used nothing at all: not even its group-level series
+    assert not [k for k in got if k[1] == "/ai/train"]
+
+
+def test_exporter_device_label_is_the_render_node(env, fake_sysfs):
+    from pycgpu.devices import discover
+
+    devices = discover(*fake_sysfs)
+    text = kernel_exporter(env, devices=devices).scrape().decode()
+    got = samples_of(text)
+    assert ("pycgpu_gpu_time_seconds_total", TRAIN, "renderD128", None, None, None) in got
+    assert not [k for k in got if k[2] == "226:128"]
+    info = got[("pycgpu_gpu_device_info", None, "renderD128", None, None, None)]
+    assert info.labels == {"device": "renderD128", "maj_min": "226:128", "pci": "0000:00:02.0",
+                           "driver": "i915"}
+    assert got[("pycgpu_gpu_device_info", None, "renderD129", None, None, None)].labels[
+        "maj_min"] == "226:129"
+
+
+def test_exporter_families_are_summable_and_documented(env):
+    text = kernel_exporter(env).scrape().decode()
+    fams = families(text)
+    for fam in fams.values():
+        for s in fam.samples:
+            assert "kind" not in s.labels
+    build = fams["pycgpu_build_info"].samples[0]
+    assert build.labels["version"] and build.value == 1
+    for name in fams:
+        assert any(m.startswith(name) for m in exp.METRICS), name
+
+
+def test_broken_group_is_counted_and_the_rest_served(env):
+    broken = Path(env["PYCGPU_CGROUP_ROOT"]) / WEB.lstrip("/") / "gpu.stat"
+    broken.write_bytes(b"226:128 usage_usec=\xff\xfe wait_usec=0\n")
+    logged: list[str] = []
+    exporter = kernel_exporter(env, log=logged.append)
+    server, _ = exp.serve(exporter, "127.0.0.1", 0)
+    try:
+        for n in (1, 2):
+            url = f"http://127.0.0.1:{server.server_port}/metrics"
+            with urllib.request.urlopen(url, timeout=10) as r:
+                assert r.status == 200
+                got = samples_of(r.read().decode())
+            assert got[("pycgpu_scrape_errors_total", WEB, None, None, None, None)].value == n
+            assert got[("pycgpu_gpu_time_seconds_total", TRAIN, "226:128", None, None,
+                        None)].value == 4.0
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert any("not UTF-8" in line and WEB in line for line in logged)
+
+
+def test_scrape_survives_a_source_that_fails(env, tmp_path):
+    missing = tmp_path / "gone"
+    missing.mkdir()
+    exporter = exp.Exporter(Monitor(KernelSource(missing)))
+    missing.rmdir()
+    got = samples_of(exporter.scrape().decode())
+    assert got[("pycgpu_scrape_errors_total", "", None, None, None, None)].value == 1
+    assert ("pycgpu_build_info", None, None, None, None, None) in got
+
+
+def test_stat_on_a_missing_group_is_an_error(env):
+    out = run(env, "stat", "--interval", "0", "no/such", code=2)
+    assert "cgroup /no/such does not exist" in out
+    out = run(env, "top", "--once", "--interval", "0", "no/such", code=2)
+    assert "cgroup /no/such does not exist" in out
+
+
+def test_kernel_source_without_the_controller_is_an_error(env):
+    (Path(env["PYCGPU_CGROUP_ROOT"]) / "cgroup.controllers").write_text("cpu memory\n")
+    out = run(env, "stat", "--source", "kernel", "--interval", "0", code=1)
+    assert "no gpu controller in" in out and "--source fdinfo" in out
+    out = run(env, "top", "--source", "kernel", "--once", "--interval", "0", code=1)
+    assert "no gpu controller in" in out
+
+
+def test_stat_with_a_non_utf8_file_warns_and_goes_on(env):
+    broken = Path(env["PYCGPU_CGROUP_ROOT"]) / WEB.lstrip("/") / "gpu.stat"
+    broken.write_bytes(b"\xff\n")
+    r = CliRunner().invoke(main, ["stat", "--interval", "0", "--json"], env=env)
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert any("not UTF-8" in e for e in doc["errors"])
+    assert TRAIN in [g["path"] for g in doc["groups"]]

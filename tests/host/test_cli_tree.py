@@ -309,3 +309,54 @@ def test_rm_busy_group_removes_nothing(cli):
 def test_rm_bad_path(cli, path, message):
     r = cli("rm", path, code=2)
     assert message in r.output
+
+
+# priority clamp ---------------------------------------------------------------
+
+
+def test_set_priority_names_the_clamping_ancestor(cli):
+    cli.fake.make("team/job")
+    r = cli("set", "team/job", "--priority", "500")
+    assert ("warning: /team/job gets priority 500 but its effective priority stays 0: "
+            "ancestor /team has gpu.priority 0 (fix: add --raise-ancestors, or pycgpu set "
+            "/team --priority 500)") in r.output
+    assert read(cli, "team/job/gpu.priority.effective") == "0\n"
+    out = cli("show", "team/job").output
+    assert "priority             500 (effective 0, capped by /team)" in out
+    doc = __import__("json").loads(cli("show", "--json", "team/job").output)
+    assert doc["cgroups"][0]["priority_capped_by"] == "/team"
+
+
+def test_no_warning_when_nothing_clamps(cli):
+    cli.fake.make("team/job")
+    r = cli("set", "team/job", "--priority", "-5")
+    assert "warning" not in r.output
+
+
+def test_raise_ancestors(cli):
+    cli.fake.make("a/b/c")
+    cli("set", "a", "--priority", "900")
+    cli.fake.log.clear()
+    r = cli("set", "a/b/c", "--priority", "500", "--raise-ancestors")
+    assert "warning" not in r.output
+    assert cli.fake.log == [("a/b/gpu.priority", "500"), ("a/b/c/gpu.priority", "500")]
+    assert read(cli, "a/b/c/gpu.priority.effective") == "500\n"
+    assert read(cli, "a/gpu.priority") == "900\n"  # above already: left alone
+
+
+def test_raise_ancestors_is_all_or_none(cli):
+    cli.fake.make("a/b/c")
+    cli.fake.fail["a/b/c/gpu.priority"] = errno.EACCES
+    before = cli.fake.snapshot()
+    cli("set", "a/b/c", "--priority", "500", "--raise-ancestors", code=1)
+    assert cli.fake.snapshot() == before
+    assert cli.fake.log == [("a/gpu.priority", "500"), ("a/b/gpu.priority", "500"),
+                            ("a/b/gpu.priority", "0"), ("a/gpu.priority", "0")]
+
+
+def test_create_raise_ancestors_dry_run(cli):
+    r = cli("create", "x/y", "--priority", "7", "--raise-ancestors", "--dry-run")
+    root = cli.fake.root
+    assert f"would write '7' to {root / 'x' / 'gpu.priority'}" in r.output
+    assert f"would write '7' to {root / 'x' / 'y' / 'gpu.priority'}" in r.output
+    assert not (root / "x").exists()

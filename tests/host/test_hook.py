@@ -267,3 +267,13 @@ def test_image_check_needs_the_rootfs(cli, ctr):
 def test_image_check_off_does_nothing(cli, ctr):
     hook(cli, state(ctr, {"pycgpu.io/image-check": "off"}))
     assert cli.fake.log == []
+
+
+def test_huge_numbers_in_hook_annotations(cli, ctr):
+    before = cli.fake.snapshot()
+    r = hook(cli, state(ctr, {"pycgpu.io/gpu.memory.max": "renderD128=" + "9" * 5000}), code=2)
+    assert "out of range" in r.output and len(r.output) < 400
+    r = hook(cli, state(ctr, {"pycgpu.io/gpu.priority": "-" + "9" * 5000}), code=2)
+    assert "out of range" in r.output
+    assert cli.fake.snapshot() == before
+    assert "gpu" not in (cli.fake.root / SCOPE / "cgroup.controllers").read_text()

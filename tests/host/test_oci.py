@@ -209,12 +209,11 @@ def test_patch_hook_mode_carries_knobs_in_annotations(bundle, cli):
         {"path": "/usr/local/bin/pycgpu", "args": ["pycgpu", "oci", "hook"]}]}
     assert "unified" not in doc["linux"]["resources"]
     # what the hook will read back
-    from pycgpu.commands.common import State, settings_from_options
+    from pycgpu.commands.common import State
 
     state = State(sysfs_root=Path(cli.env["PYCGPU_SYSFS_ROOT"]),
                   dev_root=Path(cli.env["PYCGPU_DEV_ROOT"]))
-    request = ann.parse(doc["annotations"],
-                        lambda w, p, m: settings_from_options(state, w, p, m))
+    request = ann.parse(doc["annotations"], state.resolve_devt)
     assert request.image_check == "enforce"
     assert ann.format_settings(request.settings) == {
         k: v for k, v in doc["annotations"].items() if k != ann.IMAGE_CHECK}
@@ -527,3 +526,87 @@ def test_help_has_examples_and_exit_codes(cli):
         assert "Examples:" in out
         assert "pycgpu oci" in out.split("Examples:")[1]
     assert "Exit codes: 0 done" in cli("oci", "patch", "--help").output
+
+
+# patching again converges; unpatch --------------------------------------------------------
+
+
+def knobs_of(doc: dict) -> tuple[dict, dict, list]:
+    unified = doc["linux"].get("resources", {}).get("unified", {})
+    annotations = {k: v for k, v in doc.get("annotations", {}).items()
+                   if k.startswith(ann.PREFIX)}
+    return unified, annotations, doc.get("hooks", {}).get("createRuntime", [])
+
+
+def test_patch_without_hook_replaces_the_hooks_value(cli, bundle):
+    cfg = str(bundle / "config.json")
+    cli("oci", "patch", cfg, "--hook", "--hook-path", "/usr/bin/pycgpu", "--weight", "500")
+    cli("oci", "patch", cfg, "--weight", "700")
+    unified, annotations, hooks = knobs_of(load(bundle / "config.json"))
+    assert unified == {"gpu.weight": "default 700"}
+    assert annotations == {}  # the hook would otherwise write 500 after runc wrote 700
+    assert len(hooks) == 1
+
+
+def test_patch_with_hook_replaces_the_unified_value(cli, bundle):
+    cfg = str(bundle / "config.json")
+    cli("oci", "patch", cfg, "--weight", "700", "--priority", "3")
+    args = ["oci", "patch", cfg, "--hook", "--hook-path", "/usr/bin/pycgpu", "--weight", "500"]
+    r = cli(*args, "--dry-run")
+    assert "would remove linux.resources.unified['gpu.weight'] (now in annotations)" in r.output
+    cli(*args)
+    unified, annotations, _hooks = knobs_of(load(bundle / "config.json"))
+    assert unified == {"gpu.priority": "3"}  # the knob not given again stays
+    assert annotations == {"pycgpu.io/gpu.weight": "500"}
+    assert oci_errors(load(bundle / "config.json")) == []
+
+
+def test_one_hook_whatever_the_hook_path(cli, bundle):
+    cfg = str(bundle / "config.json")
+    cli("oci", "patch", cfg, "--hook", "--hook-path", "/usr/bin/pycgpu", "--weight", "5")
+    cli("oci", "patch", cfg, "--hook", "--hook-path", "/opt/venv/bin/pycgpu", "--weight", "5")
+    _, _, hooks = knobs_of(load(bundle / "config.json"))
+    assert hooks == [{"path": "/opt/venv/bin/pycgpu", "args": ["pycgpu", "oci", "hook"]}]
+
+
+def test_patching_twice_changes_nothing(cli, bundle):
+    args = ["--device", "renderD128", "--hook", "--hook-path", "/usr/bin/pycgpu",
+            "--memory-max", "renderD128=1G", "--priority", "4"]
+    cli("oci", "patch", str(bundle), *args)
+    once = (bundle / "config.json").read_text()
+    r = cli("oci", "patch", str(bundle), *args, "--dry-run")
+    assert r.output == ""
+    cli("oci", "patch", str(bundle), *args)
+    assert (bundle / "config.json").read_text() == once
+
+
+def test_unpatch_removes_every_pycgpu_edit(cli, bundle):
+    other_hook = {"path": "/usr/bin/nvidia-ctk", "args": ["nvidia-ctk", "hook"]}
+    doc = load(bundle / "config.json")
+    doc["hooks"] = {"createRuntime": [other_hook]}
+    doc["annotations"] = {"org.example/keep": "yes"}
+    (bundle / "config.json").write_text(json.dumps(doc, indent="\t"))
+    cli("oci", "patch", str(bundle), "--device", "renderD128", "--weight", "300",
+        "--legacy-stanza", "--priority", "2")
+    cli("oci", "patch", str(bundle), "--hook", "--hook-path", "/usr/bin/pycgpu",
+        "--memory-max", "renderD128=1G", "--image-check", "warn")
+    r = cli("oci", "unpatch", str(bundle), "--dry-run")
+    assert "would remove hooks.createRuntime pycgpu oci hook (/usr/bin/pycgpu)" in r.output
+    cli("oci", "unpatch", str(bundle))
+    after = load(bundle / "config.json")
+    unified, annotations, hooks = knobs_of(after)
+    assert unified == {} and annotations == {} and hooks == [other_hook]
+    assert after["annotations"] == {"org.example/keep": "yes"}
+    assert "gpu" not in after["linux"]["resources"]
+    assert after["linux"]["devices"] == []
+    assert after["linux"]["resources"]["devices"] == [DENY_ALL]
+    assert oci_errors(after) == []
+
+
+def test_unpatch_keep_devices(cli, bundle, dev_root):
+    cli("oci", "patch", str(bundle), "--device", "renderD128", "--weight", "300")
+    cli("oci", "unpatch", str(bundle), "--keep-devices")
+    after = load(bundle / "config.json")
+    assert after["linux"]["devices"] == [node_entry(dev_root, "renderD128", 128)]
+    assert allow(128) in after["linux"]["resources"]["devices"]
+    assert "gpu.weight" not in after["linux"]["resources"].get("unified", {})

@@ -74,3 +74,10 @@ def simgpu_nodes() -> list[Path]:
             nodes.append(node)
     assert nodes, "simgpu loaded but no render node of it"
     return nodes
+
+
+@pytest.fixture(scope="session")
+def gpu_dev(simgpu_nodes: list[Path]) -> DevT:
+    """The device key of a device that schedules (the first simgpu), for
+    per-device weights: a device without engines (vgem) refuses them."""
+    return devt_of(simgpu_nodes[0])

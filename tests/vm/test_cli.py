@@ -53,6 +53,15 @@ def vgem_dev() -> Device:
     return found[0]
 
 
+@pytest.fixture(scope="session")
+def sim_dev(simgpu_nodes) -> Device:
+    """A device whose scheduler follows the gpu controller: per-device
+    weights act on it (vgem has no engine and refuses them)."""
+    found = [d for d in discover(query_driver=True) if d.render_node == simgpu_nodes[0]]
+    assert found, f"no simgpu device among {discover()}"
+    return found[0]
+
+
 def rel(cg: Cgroup, *parts: str) -> str:
     return "/".join([str(cg.relpath), *parts])
 
@@ -145,34 +154,34 @@ def test_cli_devices(mount, vgem_dev):
 # create / set / show / rm ------------------------------------------------------------
 
 
-def test_create_with_knobs(mount, cgroup, vgem_dev):
+def test_create_with_knobs(mount, cgroup, sim_dev):
     path = rel(cgroup, "a", "b")
-    run(mount, "create", path, "--weight", "300", "--weight", f"{vgem_dev.name}=50",
+    run(mount, "create", path, "--weight", "300", "--weight", f"{sim_dev.name}=50",
         "--priority", "-5")
     cg = Cgroup(mount, path)
-    assert cg.read("gpu.weight") == f"default 300\n{vgem_dev.devt} 50\n"
+    assert cg.read("gpu.weight") == f"default 300\n{sim_dev.devt} 50\n"
     assert cg.priority() == -5
     assert cg.priority_effective() == -5
     assert "gpu" in cgroup.subtree_control()
     assert "gpu" in cgroup.child("a").subtree_control()
 
 
-def test_create_resolves_every_device_form(mount, cgroup, vgem_dev):
-    assert vgem_dev.card_node is not None
-    forms = [vgem_dev.name, str(vgem_dev.render_node), vgem_dev.card_node.name,
-             str(vgem_dev.devt)]
+def test_create_resolves_every_device_form(mount, cgroup, sim_dev):
+    assert sim_dev.card_node is not None
+    forms = [sim_dev.name, str(sim_dev.render_node), sim_dev.card_node.name,
+             str(sim_dev.devt)]
     for i, form in enumerate(forms):
         path = rel(cgroup, f"d{i}")
         run(mount, "create", path, "--weight", f"{form}={10 + i}")
-        assert Cgroup(mount, path).weights().devices == {vgem_dev.devt: 10 + i}
+        assert Cgroup(mount, path).weights().devices == {sim_dev.devt: 10 + i}
 
 
-def test_set_and_show_json(mount, cgroup, vgem_dev):
+def test_set_and_show_json(mount, cgroup, sim_dev):
     path = rel(cgroup, "s")
     cgroup.set_priority(100)  # the test's parent would cap the priority at its own 0
     run(mount, "create", path)
-    run(mount, "set", path, "--weight", "42", "--weight", f"{vgem_dev.devt}=7", "--priority", "9")
-    run(mount, "set", path, "--weight", f"{vgem_dev.name}=default")
+    run(mount, "set", path, "--weight", "42", "--weight", f"{sim_dev.devt}=7", "--priority", "9")
+    run(mount, "set", path, "--weight", f"{sim_dev.name}=default")
     doc = json.loads(run(mount, "show", "--json", "-r", str(cgroup.relpath)).output)
     jsonschema.validate(doc, SHOW_SCHEMA)
     assert doc["cgroup_root"] == str(mount)

@@ -81,25 +81,25 @@ def test_weight_default_accepted(cgroup, write, default):
     assert cgroup.read("gpu.weight") == f"default {default}\n"
 
 
-def test_weight_device_override_and_reset(cgroup, vgem):
-    assert raw_write(cgroup, "gpu.weight", f"{vgem} 500") == 0
-    assert cgroup.read("gpu.weight") == f"default 100\n{vgem} 500\n"
-    assert cgroup.weights().for_device(vgem) == 500
+def test_weight_device_override_and_reset(cgroup, gpu_dev):
+    assert raw_write(cgroup, "gpu.weight", f"{gpu_dev} 500") == 0
+    assert cgroup.read("gpu.weight") == f"default 100\n{gpu_dev} 500\n"
+    assert cgroup.weights().for_device(gpu_dev) == 500
     assert raw_write(cgroup, "gpu.weight", "250") == 0
-    assert cgroup.read("gpu.weight") == f"default 250\n{vgem} 500\n"
-    assert raw_write(cgroup, "gpu.weight", f"{vgem} default") == 0
+    assert cgroup.read("gpu.weight") == f"default 250\n{gpu_dev} 500\n"
+    assert raw_write(cgroup, "gpu.weight", f"{gpu_dev} default") == 0
     assert cgroup.read("gpu.weight") == "default 250\n"
     # resetting an override that does not exist is fine too
-    assert raw_write(cgroup, "gpu.weight", f"{vgem} default") == 0
+    assert raw_write(cgroup, "gpu.weight", f"{gpu_dev} default") == 0
     assert cgroup.read("gpu.weight") == "default 250\n"
 
 
-def test_weight_library_calls(cgroup, vgem):
+def test_weight_library_calls(cgroup, gpu_dev):
     cgroup.set_weight(30)
-    cgroup.set_weight(70, vgem)
+    cgroup.set_weight(70, gpu_dev)
     w = cgroup.weights()
-    assert (w.default, w.devices) == (30, {vgem: 70})
-    cgroup.set_weight(None, vgem)
+    assert (w.default, w.devices) == (30, {gpu_dev: 70})
+    cgroup.set_weight(None, gpu_dev)
     assert cgroup.weights().devices == {}
 
 
@@ -116,11 +116,11 @@ WEIGHT_ERANGE = ["0", "10001", "-1", "99999999999999999999", "default 0", "defau
     ("write", "err"),
     [(w, errno.EINVAL) for w in WEIGHT_EINVAL] + [(w, errno.ERANGE) for w in WEIGHT_ERANGE],
 )
-def test_weight_rejected_and_unchanged(cgroup, vgem, write, err):
-    assert raw_write(cgroup, "gpu.weight", f"{vgem} 77") == 0
+def test_weight_rejected_and_unchanged(cgroup, gpu_dev, write, err):
+    assert raw_write(cgroup, "gpu.weight", f"{gpu_dev} 77") == 0
     assert raw_write(cgroup, "gpu.weight", "33") == 0
     before = cgroup.read("gpu.weight")
-    assert raw_write(cgroup, "gpu.weight", write.format(dev=vgem)) == err
+    assert raw_write(cgroup, "gpu.weight", write.format(dev=gpu_dev)) == err
     assert cgroup.read("gpu.weight") == before
 
 

@@ -233,7 +233,7 @@ def test_prometheus_scrapes_the_exporter(cgroup, node, tmp_path):
                  f"--web.listen-address=127.0.0.1:{port}"],
                 stdout=log, stderr=subprocess.STDOUT))
         query = (f'pycgpu_gpu_time_seconds_total{{cgroup="{cgroup.name}",'
-                 f'device="{devt(node)}"}}')
+                 f'device="{node.name}"}}')
         url = (f"http://127.0.0.1:{port}/api/v1/query?"
                + urllib.parse.urlencode({"query": query}))
         result: list = []
@@ -249,7 +249,7 @@ def test_prometheus_scrapes_the_exporter(cgroup, node, tmp_path):
         log_tail = (tmp_path / "prometheus.log").read_text()[-2000:]
         assert result, f"no series for {query}: {log_tail}"
         labels = result[0]["metric"]
-        assert labels["device"] == str(devt(node))
+        assert labels["device"] == node.name  # the render node, stable across reboots
         assert labels["container"] == cgroup.name.rsplit("/", 1)[-1]
         assert labels["job"] == "pycgpu"
         assert float(result[0]["value"][1]) > 0

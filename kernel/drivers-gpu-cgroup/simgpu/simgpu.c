@@ -2,36 +2,48 @@
 /*
  * simgpu: a simulated GPU for testing the gpu cgroup controller.
  *
- * Each device is a DRM render node with plain shmem GEM buffers, so that the
- * controller's memory accounting in the DRM core covers it like any other
- * driver, and one or more engines. A job asks an engine to be busy for a
- * given time; an engine runs one job at a time, for its duration, on an
- * hrtimer, and takes the next one from the gpu controller's scheduling core,
- * which orders the queued jobs of all cgroups by priority and weighted GPU
- * time. Jobs are not preempted once started, like on an engine without
- * preemption.
+ * An ordinary drm_sched driver, on the model of v3d: each device is a DRM
+ * render node with plain shmem GEM buffers, so that the controller's memory
+ * accounting in the DRM core covers it like any other driver, and one or
+ * more engines, each with its own drm_gpu_scheduler. A job asks an engine
+ * to be busy for a given time. Each file has three entities per engine
+ * (low, normal and high context priority); jobs may wait for syncobjs and
+ * signal one, so a job can depend on another client's.
  *
- * An engine keeps its own timeline: a job queued behind another starts when
- * that one ends, at its start plus its duration, and its timer is set to
- * that absolute time, so that late timers (as under an emulator) delay the
- * completion interrupts but not the simulated GPU.
+ * The scheduler hands a job to the engine's "hardware" (run_job) when it
+ * has credits for it (module parameter credits: jobs in flight per engine).
+ * The hardware runs its jobs one after the other on its own timeline: a job
+ * starts when it is handed over or when the previous one ends, whichever
+ * is later, and ends its duration later. Its fence is signalled from an
+ * hrtimer with that end as its timestamp, so that late timers (as under an
+ * emulator) delay the completion interrupts but not the simulated GPU, and
+ * the GPU time charged to the cgroup is the job's exact duration
+ * (job_gpu_time).
  *
- * Every file is a gpu controller client whose owner is the task that last
- * submitted on it, following drm_file_update_pid(). fdinfo shows
- * drm-engine-<name> (ns busy) and the drm-total-/drm-resident- memory keys.
+ * Every device but those in the module parameter fifo follows the gpu
+ * cgroup controller's policy; those keep drm_sched's FIFO policy, so that
+ * benchmarks can compare both side by side.
  *
- * Locking: an engine's lock protects its running job and pick statistics
- * and nests outside the controller's engine lock; a file's lock protects its
- * list of pending jobs. Both are taken with interrupts off: jobs finish in
- * hrtimer (hardirq) context.
+ * Closing a file goes through drm_sched_entity_destroy(): a process that
+ * closes it waits (killably) until its queued jobs were handed to the
+ * hardware, and one that exits waits up to a second, then its remaining
+ * jobs are cancelled; a killed process's queued jobs are cancelled at once.
+ * Jobs in flight are not waited for: they hold a reference on the file's
+ * state.
+ *
+ * fdinfo shows drm-engine-<name> (ns busy) and the memory keys.
+ *
+ * Locking: an engine's lock protects its hardware queue and timeline and
+ * is taken with interrupts off (the hrtimer runs in hardirq context); a
+ * file's lock protects its list of pending jobs, likewise.
  */
 
 #include <linux/capability.h>
-#include <linux/cgroup_gpu.h>
+#include <linux/dma-fence.h>
 #include <linux/hrtimer.h>
+#include <linux/kref.h>
 #include <linux/module.h>
 #include <linux/platform_device.h>
-#include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/wait.h>
@@ -41,13 +53,16 @@
 #include <drm/drm_gem_shmem_helper.h>
 #include <drm/drm_ioctl.h>
 #include <drm/drm_print.h>
+#include <drm/drm_syncobj.h>
+#include <drm/gpu_scheduler.h>
 
 #include "simgpu_drm.h"
 
 #define SIMGPU_MAX_DEVICES	8
 #define SIMGPU_MAX_ENGINES	4
 #define SIMGPU_MAX_DURATION	(10 * NSEC_PER_SEC)
-#define SIMGPU_PICK_SAMPLES	8192
+#define SIMGPU_MAX_PENDING	256
+#define SIMGPU_NR_PRIOS		3	/* low, normal, high */
 
 static unsigned int devices = 1;
 module_param(devices, uint, 0444);
@@ -57,20 +72,34 @@ static unsigned int engines = 1;
 module_param(engines, uint, 0444);
 MODULE_PARM_DESC(engines, "engines per GPU (1-4, default 1)");
 
+static unsigned int credits = 1;
+module_param(credits, uint, 0444);
+MODULE_PARM_DESC(credits, "jobs in flight per engine (1-64, default 1)");
+
+static unsigned int fifo;
+module_param(fifo, uint, 0444);
+MODULE_PARM_DESC(fifo, "bitmask of the devices that keep drm_sched's FIFO policy instead of the gpu cgroup's (default 0)");
+
 static const char *const simgpu_engine_names[SIMGPU_MAX_ENGINES] = {
 	"render", "copy", "video", "compute",
 };
 
-struct simgpu_job;
+static const enum drm_sched_priority simgpu_prios[SIMGPU_NR_PRIOS] = {
+	DRM_SCHED_PRIORITY_LOW, DRM_SCHED_PRIORITY_NORMAL,
+	DRM_SCHED_PRIORITY_HIGH,
+};
 
 struct simgpu_engine {
-	struct gpucg_engine	*gpucg;
+	struct drm_gpu_scheduler sched;
+	char			name[24];	/* "simgpu0.render": traces */
 	unsigned int		idx;
+	u64			fence_context;
+	spinlock_t		lock;		/* hw, busy_until, fence seqnos */
+	struct list_head	hw;		/* jobs handed over, by end */
+	u64			busy_until;	/* end of the last job handed over */
+	u64			seqno;
 	struct hrtimer		timer;
-	spinlock_t		lock;		/* running, picks, pick_ns */
-	struct simgpu_job	*running;
-	u64			picks;
-	u32			pick_ns[SIMGPU_PICK_SAMPLES];
+	wait_queue_head_t	idle_wq;
 };
 
 struct simgpu_device {
@@ -80,11 +109,13 @@ struct simgpu_device {
 };
 
 struct simgpu_file {
-	struct gpucg_client	*client;
-	struct mutex		submit_lock;	/* owner updates, seqno */
+	struct kref		ref;		/* the file's, one per job */
+	struct drm_sched_entity	entity[SIMGPU_MAX_ENGINES][SIMGPU_NR_PRIOS];
+	struct mutex		submit_lock;	/* seqno, job order */
 	u64			seqno;		/* of the last submitted job */
 	spinlock_t		lock;		/* pending, done_*_ns */
-	struct list_head	pending;	/* jobs by seqno */
+	struct list_head	pending;	/* jobs by seqno, until finished */
+	unsigned int		nr_pending;
 	wait_queue_head_t	wq;
 	u64			done_queued_ns;	/* of the job that finished last */
 	u64			done_start_ns;
@@ -93,13 +124,19 @@ struct simgpu_file {
 };
 
 struct simgpu_job {
-	struct gpucg_work	work;
+	struct drm_sched_job	base;
 	struct simgpu_file	*file;
+	struct simgpu_engine	*engine;
 	struct list_head	node;		/* on file->pending */
+	struct list_head	hw_node;	/* on engine->hw */
+	struct dma_fence_cb	finished_cb;
+	struct dma_fence	*hw_fence;	/* outlives the job */
 	u64			seqno;
 	u64			duration_ns;
+	u64			queued_ns;
 	u64			start_ns;
-	unsigned int		engine;
+	u64			end_ns;
+	bool			ran;		/* hw_fence initialized */
 };
 
 static struct simgpu_device *simgpu_devices[SIMGPU_MAX_DEVICES];
@@ -109,120 +146,200 @@ static struct simgpu_device *to_simgpu(struct drm_device *drm)
 	return container_of(drm, struct simgpu_device, drm);
 }
 
-/*
- * Starts the next job, if any, on an idle engine, at @now on its timeline
- * or when the job was queued, whichever is later.
- */
-static void simgpu_engine_next(struct simgpu_engine *engine, u64 now)
+static struct simgpu_job *to_simgpu_job(struct drm_sched_job *job)
 {
-	struct gpucg_work *work;
-	struct simgpu_job *job;
-	u64 t0;
-
-	lockdep_assert_held(&engine->lock);
-	t0 = ktime_get_ns();
-	work = gpucg_work_pick(engine->gpucg);
-	engine->pick_ns[engine->picks++ % SIMGPU_PICK_SAMPLES] =
-		min_t(u64, ktime_get_ns() - t0, U32_MAX);
-	if (!work)
-		return;
-
-	job = container_of(work, struct simgpu_job, work);
-	job->start_ns = max(now, work->queued_ns);
-	engine->running = job;
-	hrtimer_start(&engine->timer,
-		      ns_to_ktime(job->start_ns + job->duration_ns),
-		      HRTIMER_MODE_ABS);
+	return container_of(job, struct simgpu_job, base);
 }
 
-static void simgpu_engine_kick(struct simgpu_engine *engine)
+static const char *simgpu_fence_driver_name(struct dma_fence *fence)
 {
-	unsigned long flags;
-
-	spin_lock_irqsave(&engine->lock, flags);
-	if (!engine->running)
-		simgpu_engine_next(engine, ktime_get_ns());
-	spin_unlock_irqrestore(&engine->lock, flags);
+	return "simgpu";
 }
 
-static void simgpu_job_done(struct simgpu_job *job, u64 now)
+static const char *simgpu_fence_timeline_name(struct dma_fence *fence)
 {
-	struct simgpu_file *sfile = job->file;
-	unsigned long flags;
-
-	atomic64_add(job->duration_ns, &sfile->busy_ns[job->engine]);
-	spin_lock_irqsave(&sfile->lock, flags);
-	list_del(&job->node);
-	sfile->done_queued_ns = job->work.queued_ns;
-	sfile->done_start_ns = job->start_ns;
-	sfile->done_end_ns = now;
-	spin_unlock_irqrestore(&sfile->lock, flags);
-	wake_up_all(&sfile->wq);
-	kfree(job);
+	return "simgpu-engine";
 }
 
+static const struct dma_fence_ops simgpu_fence_ops = {
+	.get_driver_name = simgpu_fence_driver_name,
+	.get_timeline_name = simgpu_fence_timeline_name,
+};
+
+static void simgpu_file_free(struct kref *ref)
+{
+	struct simgpu_file *sfile = container_of(ref, struct simgpu_file, ref);
+
+	mutex_destroy(&sfile->submit_lock);
+	kfree(sfile);
+}
+
+/* Signals the jobs whose simulated end has passed; rearms for the next. */
 static enum hrtimer_restart simgpu_engine_timer(struct hrtimer *timer)
 {
 	struct simgpu_engine *engine =
 		container_of(timer, struct simgpu_engine, timer);
-	struct simgpu_job *job;
+	struct simgpu_job *job, *tmp;
+	enum hrtimer_restart ret = HRTIMER_NORESTART;
+	struct dma_fence *fence;
 	unsigned long flags;
-	u64 end;
+	u64 now = ktime_get_ns();
 
 	spin_lock_irqsave(&engine->lock, flags);
-	job = engine->running;
-	engine->running = NULL;
-	end = job->start_ns + job->duration_ns;
-	gpucg_work_retire(engine->gpucg, &job->work, job->duration_ns);
-	simgpu_engine_next(engine, end);
+	list_for_each_entry_safe(job, tmp, &engine->hw, hw_node) {
+		if (job->end_ns > now) {
+			hrtimer_set_expires(timer, ns_to_ktime(job->end_ns));
+			ret = HRTIMER_RESTART;
+			break;
+		}
+		list_del(&job->hw_node);
+		atomic64_add(job->duration_ns,
+			     &job->file->busy_ns[engine->idx]);
+		/* the job may be freed once its fence signals */
+		fence = job->hw_fence;
+		/* the fence's lock is the engine's */
+		dma_fence_signal_timestamp_locked(fence,
+						  ns_to_ktime(job->end_ns));
+		dma_fence_put(fence);
+	}
+	if (list_empty(&engine->hw))
+		wake_up_all(&engine->idle_wq);
 	spin_unlock_irqrestore(&engine->lock, flags);
+	return ret;
+}
 
-	simgpu_job_done(job, end);
-	return HRTIMER_NORESTART;
+/* The engine's hardware takes the job: it runs after the ones before it. */
+static struct dma_fence *simgpu_run_job(struct drm_sched_job *sched_job)
+{
+	struct simgpu_job *job = to_simgpu_job(sched_job);
+	struct simgpu_engine *engine = job->engine;
+	unsigned long flags;
+	bool first;
+	u64 now;
+
+	if (sched_job->s_fence->finished.error)
+		return NULL;	/* cancelled */
+
+	spin_lock_irqsave(&engine->lock, flags);
+	now = ktime_get_ns();
+	dma_fence_init(job->hw_fence, &simgpu_fence_ops, &engine->lock,
+		       engine->fence_context, ++engine->seqno);
+	job->ran = true;
+	job->start_ns = max(now, engine->busy_until);
+	job->end_ns = job->start_ns + job->duration_ns;
+	engine->busy_until = job->end_ns;
+	first = list_empty(&engine->hw);
+	list_add_tail(&job->hw_node, &engine->hw);
+	dma_fence_get(job->hw_fence);	/* the hardware's */
+	if (first)
+		hrtimer_start(&engine->timer, ns_to_ktime(job->end_ns),
+			      HRTIMER_MODE_ABS);
+	spin_unlock_irqrestore(&engine->lock, flags);
+	/* the scheduler takes the creation reference */
+	return job->hw_fence;
+}
+
+static u64 simgpu_job_gpu_time(struct drm_sched_job *sched_job)
+{
+	struct simgpu_job *job = to_simgpu_job(sched_job);
+
+	return job->ran ? job->duration_ns : 0;
+}
+
+/* A simulated engine never hangs: a job only runs late under emulation. */
+static enum drm_gpu_sched_stat simgpu_timedout_job(struct drm_sched_job *job)
+{
+	return DRM_GPU_SCHED_STAT_NOMINAL;
+}
+
+static void simgpu_free_job(struct drm_sched_job *sched_job)
+{
+	struct simgpu_job *job = to_simgpu_job(sched_job);
+	struct simgpu_file *sfile = job->file;
+
+	if (!job->ran)	/* else its references are the scheduler's */
+		kfree(job->hw_fence);
+	drm_sched_job_cleanup(sched_job);
+	kfree(job);
+	kref_put(&sfile->ref, simgpu_file_free);
+}
+
+static const struct drm_sched_backend_ops simgpu_sched_ops = {
+	.run_job = simgpu_run_job,
+	.timedout_job = simgpu_timedout_job,
+	.free_job = simgpu_free_job,
+	.job_gpu_time = simgpu_job_gpu_time,
+};
+
+/* The job finished, ran to its end or was cancelled: it is done for waiters. */
+static void simgpu_job_finished(struct dma_fence *fence,
+				struct dma_fence_cb *cb)
+{
+	struct simgpu_job *job = container_of(cb, struct simgpu_job,
+					      finished_cb);
+	struct simgpu_file *sfile = job->file;
+	unsigned long flags;
+
+	spin_lock_irqsave(&sfile->lock, flags);
+	list_del(&job->node);
+	sfile->nr_pending--;
+	sfile->done_queued_ns = job->queued_ns;
+	sfile->done_start_ns = job->start_ns;
+	sfile->done_end_ns = job->end_ns;
+	spin_unlock_irqrestore(&sfile->lock, flags);
+	/* the job's reference keeps the file until free_job */
+	wake_up_all(&sfile->wq);
 }
 
 static int simgpu_open(struct drm_device *drm, struct drm_file *file)
 {
+	struct simgpu_device *sdev = to_simgpu(drm);
+	struct drm_gpu_scheduler *sched;
 	struct simgpu_file *sfile;
+	unsigned int i, p;
+	int ret;
 
 	sfile = kzalloc(sizeof(*sfile), GFP_KERNEL);
 	if (!sfile)
 		return -ENOMEM;
-	sfile->client = gpucg_client_create();
-	if (IS_ERR(sfile->client)) {
-		int ret = PTR_ERR(sfile->client);
-
-		kfree(sfile);
-		return ret;
-	}
+	kref_init(&sfile->ref);
 	mutex_init(&sfile->submit_lock);
 	spin_lock_init(&sfile->lock);
 	INIT_LIST_HEAD(&sfile->pending);
 	init_waitqueue_head(&sfile->wq);
+
+	for (i = 0; i < engines; i++) {
+		sched = &sdev->engine[i].sched;
+		for (p = 0; p < SIMGPU_NR_PRIOS; p++) {
+			ret = drm_sched_entity_init(&sfile->entity[i][p],
+						    simgpu_prios[p], &sched, 1,
+						    NULL);
+			if (ret)
+				goto err;
+		}
+	}
 	file->driver_priv = sfile;
 	return 0;
-}
 
-static bool simgpu_idle(struct simgpu_file *sfile)
-{
-	unsigned long flags;
-	bool idle;
-
-	spin_lock_irqsave(&sfile->lock, flags);
-	idle = list_empty(&sfile->pending);
-	spin_unlock_irqrestore(&sfile->lock, flags);
-	return idle;
+err:
+	while (p--)
+		drm_sched_entity_destroy(&sfile->entity[i][p]);
+	while (i--)
+		for (p = 0; p < SIMGPU_NR_PRIOS; p++)
+			drm_sched_entity_destroy(&sfile->entity[i][p]);
+	kref_put(&sfile->ref, simgpu_file_free);
+	return ret;
 }
 
 static void simgpu_postclose(struct drm_device *drm, struct drm_file *file)
 {
 	struct simgpu_file *sfile = file->driver_priv;
+	unsigned int i, p;
 
-	/* jobs are short and cannot be taken back: let them finish */
-	wait_event(sfile->wq, simgpu_idle(sfile));
-	gpucg_client_destroy(sfile->client);
-	mutex_destroy(&sfile->submit_lock);
-	kfree(sfile);
+	for (i = 0; i < engines; i++)
+		for (p = 0; p < SIMGPU_NR_PRIOS; p++)
+			drm_sched_entity_destroy(&sfile->entity[i][p]);
+	kref_put(&sfile->ref, simgpu_file_free);
 }
 
 static int simgpu_gem_create_ioctl(struct drm_device *drm, void *data,
@@ -247,12 +364,21 @@ static int simgpu_gem_create_ioctl(struct drm_device *drm, void *data,
 	return ret;
 }
 
+static struct drm_sched_entity *simgpu_entity(struct simgpu_file *sfile,
+					      const struct drm_simgpu_submit *args)
+{
+	unsigned int p = args->priority < 0 ? 0 : args->priority > 0 ? 2 : 1;
+
+	return &sfile->entity[args->engine][p];
+}
+
 static int simgpu_submit_ioctl(struct drm_device *drm, void *data,
 			       struct drm_file *file)
 {
 	struct simgpu_device *sdev = to_simgpu(drm);
 	struct simgpu_file *sfile = file->driver_priv;
 	struct drm_simgpu_submit *args = data;
+	struct drm_syncobj *out = NULL;
 	struct simgpu_job *job;
 	unsigned long flags;
 	int ret;
@@ -264,36 +390,77 @@ static int simgpu_submit_ioctl(struct drm_device *drm, void *data,
 		return -ERANGE;
 	if (args->priority > 0 && !capable(CAP_SYS_NICE))
 		return -EPERM;
+	if (args->out_syncobj) {
+		out = drm_syncobj_find(file, args->out_syncobj);
+		if (!out)
+			return -ENOENT;
+	}
 
 	job = kzalloc(sizeof(*job), GFP_KERNEL);
-	if (!job)
-		return -ENOMEM;
+	if (!job) {
+		ret = -ENOMEM;
+		goto out_put;
+	}
 	job->file = sfile;
+	job->engine = &sdev->engine[args->engine];
 	job->duration_ns = args->duration_ns;
-	job->engine = args->engine;
+	/* run_job must not fail: its fence now */
+	job->hw_fence = kzalloc(sizeof(*job->hw_fence), GFP_KERNEL);
+	if (!job->hw_fence) {
+		kfree(job);
+		ret = -ENOMEM;
+		goto out_put;
+	}
+
+	ret = drm_sched_job_init(&job->base, simgpu_entity(sfile, args), 1,
+				 sfile, file->client_id);
+	if (ret) {
+		kfree(job->hw_fence);
+		kfree(job);
+		goto out_put;
+	}
+	if (args->in_syncobj) {
+		ret = drm_sched_job_add_syncobj_dependency(&job->base, file,
+							   args->in_syncobj, 0);
+		if (ret)
+			goto out_cleanup;
+	}
 
 	mutex_lock(&sfile->submit_lock);
-	gpucg_client_set_owner(sfile->client, current);
-	job->seqno = ++sfile->seqno;
 	spin_lock_irqsave(&sfile->lock, flags);
+	if (sfile->nr_pending >= SIMGPU_MAX_PENDING) {
+		spin_unlock_irqrestore(&sfile->lock, flags);
+		mutex_unlock(&sfile->submit_lock);
+		ret = -EBUSY;
+		goto out_cleanup;
+	}
+	job->seqno = ++sfile->seqno;
+	sfile->nr_pending++;
 	list_add_tail(&job->node, &sfile->pending);
 	spin_unlock_irqrestore(&sfile->lock, flags);
-	ret = gpucg_work_queue(sdev->engine[job->engine].gpucg, sfile->client,
-			       &job->work, args->priority);
-	if (ret) {
-		spin_lock_irqsave(&sfile->lock, flags);
-		list_del(&job->node);
-		spin_unlock_irqrestore(&sfile->lock, flags);
-		sfile->seqno--;
-		mutex_unlock(&sfile->submit_lock);
-		kfree(job);
-		return ret;
-	}
-	args->seqno = job->seqno;
-	mutex_unlock(&sfile->submit_lock);
 
-	simgpu_engine_kick(&sdev->engine[args->engine]);
-	return 0;
+	drm_sched_job_arm(&job->base);
+	kref_get(&sfile->ref);	/* dropped by free_job */
+	job->queued_ns = ktime_get_ns();
+	/* cannot fail: the fence is not signalled before it is pushed */
+	dma_fence_add_callback(&job->base.s_fence->finished, &job->finished_cb,
+			       simgpu_job_finished);
+	if (out)
+		drm_syncobj_replace_fence(out, &job->base.s_fence->finished);
+	args->seqno = job->seqno;
+	drm_sched_entity_push_job(&job->base);
+	mutex_unlock(&sfile->submit_lock);
+	ret = 0;
+	goto out_put;
+
+out_cleanup:
+	drm_sched_job_cleanup(&job->base);
+	kfree(job->hw_fence);
+	kfree(job);
+out_put:
+	if (out)
+		drm_syncobj_put(out);
+	return ret;
 }
 
 /* Whether every job up to @seqno has finished. */
@@ -339,38 +506,6 @@ static int simgpu_wait_ioctl(struct drm_device *drm, void *data,
 	return 0;
 }
 
-static int simgpu_pick_stats_ioctl(struct drm_device *drm, void *data,
-				   struct drm_file *file)
-{
-	struct drm_simgpu_pick_stats *args = data;
-	struct simgpu_engine *engine;
-	unsigned long flags;
-	u32 *samples;
-	u32 n;
-	int ret = 0;
-
-	if (args->engine >= engines)
-		return -EINVAL;
-	engine = &to_simgpu(drm)->engine[args->engine];
-	samples = kvmalloc_array(SIMGPU_PICK_SAMPLES, sizeof(u32), GFP_KERNEL);
-	if (!samples)
-		return -ENOMEM;
-
-	spin_lock_irqsave(&engine->lock, flags);
-	args->picks = engine->picks;
-	n = min_t(u64, engine->picks, SIMGPU_PICK_SAMPLES);
-	memcpy(samples, engine->pick_ns, n * sizeof(u32));
-	spin_unlock_irqrestore(&engine->lock, flags);
-
-	n = min(n, args->count);
-	if (copy_to_user(u64_to_user_ptr(args->samples), samples,
-			 n * sizeof(u32)))
-		ret = -EFAULT;
-	args->count = n;
-	kvfree(samples);
-	return ret;
-}
-
 static void simgpu_show_fdinfo(struct drm_printer *p, struct drm_file *file)
 {
 	struct simgpu_file *sfile = file->driver_priv;
@@ -388,8 +523,6 @@ static const struct drm_ioctl_desc simgpu_ioctls[] = {
 			  DRM_RENDER_ALLOW),
 	DRM_IOCTL_DEF_DRV(SIMGPU_SUBMIT, simgpu_submit_ioctl, DRM_RENDER_ALLOW),
 	DRM_IOCTL_DEF_DRV(SIMGPU_WAIT, simgpu_wait_ioctl, DRM_RENDER_ALLOW),
-	DRM_IOCTL_DEF_DRV(SIMGPU_PICK_STATS, simgpu_pick_stats_ioctl,
-			  DRM_RENDER_ALLOW),
 };
 
 static const struct file_operations simgpu_fops = {
@@ -399,7 +532,7 @@ static const struct file_operations simgpu_fops = {
 };
 
 static const struct drm_driver simgpu_driver = {
-	.driver_features	= DRIVER_GEM | DRIVER_RENDER,
+	.driver_features	= DRIVER_GEM | DRIVER_RENDER | DRIVER_SYNCOBJ,
 	.open			= simgpu_open,
 	.postclose		= simgpu_postclose,
 	.show_fdinfo		= simgpu_show_fdinfo,
@@ -409,39 +542,69 @@ static const struct drm_driver simgpu_driver = {
 	DRM_GEM_SHMEM_DRIVER_OPS,
 	.name			= "simgpu",
 	.desc			= "Simulated GPU for the gpu cgroup controller",
-	.date			= "20261122",
-	.major			= 1,
+	.date			= "20261123",
+	.major			= 2,
 	.minor			= 0,
 };
 
-static void simgpu_destroy(struct simgpu_device *sdev)
-{
-	struct platform_device *pdev = sdev->pdev;
-	unsigned int i;
-
-	drm_dev_unregister(&sdev->drm);
-	for (i = 0; i < engines; i++)
-		hrtimer_cancel(&sdev->engine[i].timer);
-	devres_release_group(&pdev->dev, NULL);
-	platform_device_unregister(pdev);
-}
-
-static int simgpu_engines_init(struct simgpu_device *sdev)
+/* Lets the jobs in flight finish, then stops the engines' schedulers. */
+static void simgpu_engines_fini(struct simgpu_device *sdev, unsigned int n)
 {
 	struct simgpu_engine *engine;
 	unsigned int i;
 
+	for (i = 0; i < n; i++) {
+		engine = &sdev->engine[i];
+		wait_event(engine->idle_wq, list_empty_careful(&engine->hw));
+		/* waits for the callback that emptied the list to return */
+		hrtimer_cancel(&engine->timer);
+		drm_sched_fini(&engine->sched);
+	}
+}
+
+static int simgpu_engines_init(struct simgpu_device *sdev, unsigned int id)
+{
+	struct drm_sched_init_args args = {
+		.ops = &simgpu_sched_ops,
+		.num_rqs = DRM_SCHED_PRIORITY_COUNT,
+		.credit_limit = credits,
+		.timeout = MAX_SCHEDULE_TIMEOUT,
+		.dev = sdev->drm.dev,
+		.gpucg = fifo & BIT(id) ? NULL : sdev->drm.gpucg,
+	};
+	struct simgpu_engine *engine;
+	unsigned int i;
+	int ret;
+
 	for (i = 0; i < engines; i++) {
 		engine = &sdev->engine[i];
 		engine->idx = i;
+		engine->fence_context = dma_fence_context_alloc(1);
 		spin_lock_init(&engine->lock);
+		INIT_LIST_HEAD(&engine->hw);
+		init_waitqueue_head(&engine->idle_wq);
 		hrtimer_init(&engine->timer, CLOCK_MONOTONIC, HRTIMER_MODE_ABS);
 		engine->timer.function = simgpu_engine_timer;
-		engine->gpucg = gpucg_engine_create(sdev->drm.gpucg);
-		if (IS_ERR(engine->gpucg))
-			return PTR_ERR(engine->gpucg);
+		snprintf(engine->name, sizeof(engine->name), "simgpu%u.%s", id,
+			 simgpu_engine_names[i]);
+		args.name = engine->name;
+		ret = drm_sched_init(&engine->sched, &args);
+		if (ret) {
+			simgpu_engines_fini(sdev, i);
+			return ret;
+		}
 	}
 	return 0;
+}
+
+static void simgpu_destroy(struct simgpu_device *sdev)
+{
+	struct platform_device *pdev = sdev->pdev;
+
+	drm_dev_unregister(&sdev->drm);
+	simgpu_engines_fini(sdev, engines);
+	devres_release_group(&pdev->dev, NULL);
+	platform_device_unregister(pdev);
 }
 
 static struct simgpu_device *simgpu_create(int id)
@@ -466,12 +629,13 @@ static struct simgpu_device *simgpu_create(int id)
 	}
 	sdev->pdev = pdev;
 
-	ret = drm_dev_register(&sdev->drm, 0);
+	/* as v3d does: the schedulers before the device goes public */
+	ret = simgpu_engines_init(sdev, id);
 	if (ret)
 		goto err_devres;
-	ret = simgpu_engines_init(sdev);
+	ret = drm_dev_register(&sdev->drm, 0);
 	if (ret) {
-		drm_dev_unregister(&sdev->drm);
+		simgpu_engines_fini(sdev, engines);
 		goto err_devres;
 	}
 	return sdev;
@@ -489,7 +653,8 @@ static int __init simgpu_init(void)
 	unsigned int i;
 
 	if (!devices || devices > SIMGPU_MAX_DEVICES ||
-	    !engines || engines > SIMGPU_MAX_ENGINES)
+	    !engines || engines > SIMGPU_MAX_ENGINES ||
+	    !credits || credits > 64)
 		return -EINVAL;
 
 	for (i = 0; i < devices; i++) {

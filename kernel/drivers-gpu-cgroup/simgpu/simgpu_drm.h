@@ -11,7 +11,6 @@
 #define DRM_SIMGPU_GEM_CREATE	0x00
 #define DRM_SIMGPU_SUBMIT	0x01
 #define DRM_SIMGPU_WAIT		0x02
-#define DRM_SIMGPU_PICK_STATS	0x03
 
 /**
  * struct drm_simgpu_gem_create - create a buffer
@@ -29,14 +28,21 @@ struct drm_simgpu_gem_create {
  * struct drm_simgpu_submit - queue a job that keeps an engine busy
  * @duration_ns: how long the job runs on the engine, 1 ns to 10 s
  * @engine: the engine's index
- * @priority: context priority in [-1023, 1023]; above 0 needs CAP_SYS_NICE
+ * @priority: context priority in [-1023, 1023]: below 0 runs on the file's
+ *	low-priority queue, above 0 (needs CAP_SYS_NICE) on its high one
  * @seqno: out: the job's number on this file, for DRM_IOCTL_SIMGPU_WAIT
+ * @in_syncobj: a syncobj whose fence the job waits for before it runs, or 0
+ * @out_syncobj: a syncobj that gets the job's completion fence, or 0
+ *
+ * A file may have 256 jobs queued or running; more fail with -EBUSY.
  */
 struct drm_simgpu_submit {
 	__u64 duration_ns;
 	__u32 engine;
 	__s32 priority;
 	__u64 seqno;
+	__u32 in_syncobj;
+	__u32 out_syncobj;
 };
 
 /**
@@ -45,8 +51,8 @@ struct drm_simgpu_submit {
  * @timeout_ns: relative; 0 polls (-ETIME if not done yet)
  * @queued_ns: out: CLOCK_MONOTONIC time at which the job that finished last
  *	on this file was queued
- * @start_ns: out: ... at which it started
- * @end_ns: out: ... at which it finished
+ * @start_ns: out: ... at which it started on the simulated engine
+ * @end_ns: out: ... at which it finished on the simulated engine
  */
 struct drm_simgpu_wait {
 	__u64 seqno;
@@ -56,20 +62,6 @@ struct drm_simgpu_wait {
 	__u64 end_ns;
 };
 
-/**
- * struct drm_simgpu_pick_stats - the cost of the scheduler's picks
- * @samples: user pointer to an array of @count __u32: the latest picks, ns
- * @count: in: room in @samples; out: samples written (at most 8192)
- * @engine: the engine's index
- * @picks: out: picks made on the engine since it was created
- */
-struct drm_simgpu_pick_stats {
-	__u64 samples;
-	__u32 count;
-	__u32 engine;
-	__u64 picks;
-};
-
 #define DRM_IOCTL_SIMGPU_GEM_CREATE \
 	DRM_IOWR(DRM_COMMAND_BASE + DRM_SIMGPU_GEM_CREATE, \
 		 struct drm_simgpu_gem_create)
@@ -77,8 +69,5 @@ struct drm_simgpu_pick_stats {
 	DRM_IOWR(DRM_COMMAND_BASE + DRM_SIMGPU_SUBMIT, struct drm_simgpu_submit)
 #define DRM_IOCTL_SIMGPU_WAIT \
 	DRM_IOWR(DRM_COMMAND_BASE + DRM_SIMGPU_WAIT, struct drm_simgpu_wait)
-#define DRM_IOCTL_SIMGPU_PICK_STATS \
-	DRM_IOWR(DRM_COMMAND_BASE + DRM_SIMGPU_PICK_STATS, \
-		 struct drm_simgpu_pick_stats)
 
 #endif /* _UAPI_SIMGPU_DRM_H */

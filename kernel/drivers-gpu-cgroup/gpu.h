@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * GPU cgroup controller: state shared by the interface and memory part
+ * (gpu.c) and the scheduling core (gpu_sched.c).
+ */
+#ifndef _KERNEL_CGROUP_GPU_H
+#define _KERNEL_CGROUP_GPU_H
+
+#include <linux/cgroup.h>
+#include <linux/kref.h>
+#include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/page_counter.h>
+#include <linux/rbtree.h>
+#include <linux/spinlock.h>
+#include <linux/xarray.h>
+
+#define GPUCG_PRIO_MIN		(-1023)
+#define GPUCG_PRIO_MAX		1023
+
+struct gpucg_entity;
+
+/* A GPU, keyed by its render node. Fields under gpucg_mutex unless noted. */
+struct gpucg_device {
+	dev_t			devt;
+	u32			id;		/* index in gpucg_devices */
+	bool			dead;		/* not (or no longer) registered */
+	struct kref		ref;		/* the driver's, and one per pool */
+	struct list_head	pools;		/* gpucg_pool.dev_node */
+	struct list_head	engines;	/* gpucg_engine.dev_node */
+	u32			nr_engines;	/* ever created, for ids */
+};
+
+/* State of one cgroup on one device, created when first needed. */
+struct gpucg_pool {
+	struct gpucg		*cg;
+	struct gpucg_device	*dev;
+	struct gpucg_pool	*parent;	/* the parent cgroup's, or NULL */
+	struct list_head	dev_node;	/* in dev->pools */
+	struct xarray		ents;		/* engine id -> entity */
+	atomic64_t		usage_ns;	/* GPU time, hierarchical */
+	atomic64_t		wait_ns;	/* ready, not running */
+	u32			weight;		/* 0: the cgroup's default */
+	u64			mem_max;	/* bytes as written, U64_MAX: max */
+	struct page_counter	mem;		/* parent: the parent's pool */
+	atomic64_t		events;		/* refusals, hierarchical */
+	atomic64_t		events_local;	/* refusals by this limit */
+	struct rcu_head		rcu;
+};
+
+struct gpucg {
+	struct cgroup_subsys_state	css;
+	u32				weight;		/* default weight */
+	int				priority;
+	struct xarray			pools;		/* device id -> pool */
+	struct cgroup_file		events_file;
+	struct cgroup_file		events_local_file;
+};
+
+extern struct mutex gpucg_mutex;
+extern struct gpucg gpucg_root;
+
+static inline struct gpucg *css_gpucg(struct cgroup_subsys_state *css)
+{
+	return css ? container_of(css, struct gpucg, css) : NULL;
+}
+
+static inline struct gpucg *gpucg_parent(struct gpucg *cg)
+{
+	return css_gpucg(cg->css.parent);
+}
+
+int gpucg_priority_effective(struct gpucg *cg);
+struct gpucg_pool *gpucg_pool_get(struct gpucg *cg, struct gpucg_device *dev);
+
+/* gpu_sched.c */
+void gpucg_sched_pool_free(struct gpucg_pool *pool);
+void gpucg_sched_rekey(struct gpucg *cg);
+bool gpucg_device_schedules(struct gpucg_device *dev);
+
+#endif /* _KERNEL_CGROUP_GPU_H */

@@ -1,0 +1,1191 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * GPU cgroup controller: the scheduling core.
+ *
+ * The controller decides who deserves the GPU; drivers enforce it where
+ * their scheduler lives. The unit a driver hands the core is a queue (a
+ * drm_sched entity, an i915 context, a firmware queue) that runs on an
+ * engine (one hardware scheduler) and belongs to a client (a DRM file),
+ * whose owner's cgroup pays for the queue's GPU time.
+ *
+ * Active and idle. Every engine keeps a tree of entities that mirrors the
+ * cgroup hierarchy and holds only the cgroups that have a ready queue on it:
+ * an idle cgroup costs nothing and nothing ever scans the hierarchy. A queue
+ * is active while the driver says it is ready (gpucg_queue_sync()): a
+ * drm_sched entity whose head job waits on a fence is not, and comes back
+ * when the fence signals. A pick (gpucg_queue_pick()) descends from the
+ * engine's top through the leftmost entity of each level to a queue and
+ * asks the driver whether it can take it: a queue found not ready leaves
+ * the tree, a ready one that cannot run yet (no room on the engine) keeps
+ * its turn. A pick costs O(depth); activation and charges
+ * O(depth * log(active siblings)).
+ *
+ * Priority. Active entities are ordered first by key, highest first: the
+ * highest effective gpu.priority of the ready work in their subtree. Work
+ * of a higher priority anywhere runs before lower work anywhere else.
+ *
+ * Weights and vtime. Among entities of equal key, the lowest vtime goes
+ * first. GPU time t used in a subtree advances the vtime of each entity on
+ * the path by t * 100 / weight, as in CFS and blk-iocost, so that siblings
+ * share in proportion to their weights at every level and a cgroup gets
+ * the product of weight / sum-of-active-sibling-weights down its path.
+ * Vtimes are compared only within one key (a priority band). An entity
+ * that becomes active after a real idle period starts no lower than the
+ * leftmost active sibling of its band: it banks no credit by idling, and
+ * keeps any debt. An entity whose key changes keeps the vtime of the band
+ * it leaves and takes back the one of the band it left before, if that is
+ * the band it enters (so a subtree whose key flips between two bands as
+ * its high-priority work comes and goes keeps its place in both); in any
+ * other band it starts level with the leftmost entity there. So time used
+ * at one priority never delays the same subtree's work at another, and a
+ * newcomer is never placed against a band above it.
+ *
+ * In-flight work. gpucg_queue_start() charges an estimate (the entity's
+ * average job length) when a job is handed to the hardware, and
+ * gpucg_charge() replaces it with the real time when the job is done: a
+ * driver with several slots does not pick the same cgroup again and again
+ * before the first job retires. gpucg_charge() needs no queue, so jobs may
+ * outlive theirs; drivers that learn GPU time otherwise (per context at a
+ * context switch, by sampling) charge with gpucg_queue_charge().
+ *
+ * Shallow clients. Work conservation alone gives a client that keeps one
+ * job queued an equal turn at best, whatever its weight: while it prepares
+ * its next job the engine goes to someone else. When the last job of an
+ * entity retires and the entity has no ready queue, the engine anticipates
+ * it (CFQ and BFQ call this idling): for a window of a quarter of the
+ * entity's average job (1 to 16 ms by default, gpu_anticipate_us= on the
+ * command line sets the lower bound, 0 turns anticipation off) a pick
+ * that would give the engine to an entity the anticipated one beats
+ * returns nothing and says when to ask again. An entity whose think time
+ * (the gap between its last job retiring and new work arriving, averaged)
+ * exceeds the window is not anticipated, so a client that went away costs
+ * one window, and a deep client never costs anything. A gap shorter than
+ * the window does not count as idling: the entity keeps its vtime.
+ *
+ * Inside a cgroup, queues are ordered by context priority, then by their
+ * own vtime (the estimates of the jobs they started), so the clients of one
+ * cgroup take turns instead of running FIFO. The root cgroup's queues sit
+ * in a leaf under the top with the default weight and priority 0; an inner
+ * cgroup's own queues, which cgroup v2 allows only at the root, compete
+ * with its children as one more child of the default weight.
+ *
+ * Locking: an engine's lock protects its entities' trees, keys, vtimes and
+ * anticipation, and is taken with interrupts off: drivers call in from
+ * fence callbacks and interrupts. gpucg_mutex (gpu.c) protects the
+ * creation and freeing of entities and engines; it nests outside engine
+ * locks. An active queue and a ticket pin the cgroup of their entity, and
+ * entities live until their cgroup is freed or their engine destroyed.
+ */
+
+#include <linux/cgroup.h>
+#include <linux/cgroup_gpu.h>
+#include <linux/init.h>
+#include <linux/ktime.h>
+#include <linux/math64.h>
+#include <linux/minmax.h>
+#include <linux/rcupdate.h>
+#include <linux/refcount.h>
+#include <linux/sched.h>
+#include <linux/slab.h>
+
+#include "gpu.h"
+
+#define GPUCG_KEY_NONE		INT_MIN
+
+/*
+ * How long an engine waits for a shallow entity to come back: a quarter of
+ * the entity's average job, at least this and at most 16 times this.
+ */
+static u64 gpucg_anticipate_ns = NSEC_PER_MSEC;
+
+static int __init gpucg_anticipate_setup(char *s)
+{
+	unsigned int us;
+
+	if (kstrtouint(s, 10, &us))
+		return 0;
+	gpucg_anticipate_ns = (u64)us * NSEC_PER_USEC;
+	return 1;
+}
+__setup("gpu_anticipate_us=", gpucg_anticipate_setup);
+
+/*
+ * A cgroup's place in one engine's tree. The first four fields are set at
+ * creation; the others are under the engine's lock.
+ */
+struct gpucg_entity {
+	struct gpucg_entity	*parent;	/* NULL for an engine's top */
+	struct gpucg_pool	*pool;		/* NULL for the top and root */
+	struct gpucg_engine	*engine;
+	struct list_head	engine_node;	/* in engine->ents, gpucg_mutex */
+	struct rb_node		node;		/* in parent->children, if active */
+	struct rb_root_cached	children;	/* active children */
+	struct rb_root_cached	queues;		/* own active queues */
+	u64			vtime;		/* in the parent's tree */
+	u64			left_vtime;	/* its vtime in the band it left */
+	u64			vclock;		/* highest vtime picked below */
+	u64			self_vtime;	/* own queues against children */
+	u64			qvclock;	/* highest queue vtime picked */
+	u64			est_ns;		/* average job length */
+	u64			idle_ns;	/* when it last became idle */
+	u64			think_ns;	/* average think time */
+	u32			inflight;	/* jobs started, not charged */
+	int			prio;		/* effective priority */
+	int			key;		/* its band in the parent's tree */
+	int			left_key;	/* the band it left last */
+	bool			active;
+	bool			placed;		/* has been active once */
+};
+
+struct gpucg_engine {
+	struct gpucg_device	*dev;
+	u32			id;		/* in gpucg_pool.ents */
+	struct list_head	dev_node;	/* in dev->engines, gpucg_mutex */
+	struct list_head	ents;		/* entities, gpucg_mutex */
+	spinlock_t		lock;
+	struct gpucg_entity	top;		/* the root of the tree */
+	struct gpucg_entity	root;		/* the root cgroup's queues */
+	struct gpucg_entity	*antic;		/* anticipated, pins its cgroup */
+	u64			antic_until;
+	u64			est_ns;		/* average job of all entities */
+};
+
+struct gpucg_client {
+	struct gpucg __rcu	*cg;	/* the owner's, holding a reference */
+	struct gpucg_device	*dev;
+	struct mutex		lock;	/* serializes owner changes */
+	refcount_t		ref;	/* the DRM file's, and its queues' */
+};
+
+static u64 gpucg_window(struct gpucg_entity *e)
+{
+	return clamp(e->est_ns / 4, gpucg_anticipate_ns,
+		     16 * gpucg_anticipate_ns);
+}
+
+static bool vtime_before(u64 a, u64 b)
+{
+	return (s64)(a - b) < 0;
+}
+
+static void gpucg_entity_pin(struct gpucg_entity *e)
+{
+	if (e->pool)
+		css_get(&e->pool->cg->css);
+}
+
+static void gpucg_entity_unpin(struct gpucg_entity *e)
+{
+	if (e->pool)
+		css_put(&e->pool->cg->css);
+}
+
+static u32 gpucg_entity_weight(struct gpucg_entity *e)
+{
+	if (!e->pool)
+		return CGROUP_WEIGHT_DFL;
+	return READ_ONCE(e->pool->weight) ?: READ_ONCE(e->pool->cg->weight);
+}
+
+static void gpucg_entity_init(struct gpucg_entity *e, struct gpucg_engine *engine,
+			      struct gpucg_entity *parent, struct gpucg_pool *pool)
+{
+	e->engine = engine;
+	e->parent = parent;
+	e->pool = pool;
+	e->children = RB_ROOT_CACHED;
+	e->queues = RB_ROOT_CACHED;
+	e->key = GPUCG_KEY_NONE;
+	INIT_LIST_HEAD(&e->engine_node);
+	RB_CLEAR_NODE(&e->node);
+}
+
+static bool gpucg_entity_less(struct rb_node *a, const struct rb_node *b)
+{
+	const struct gpucg_entity *ea = rb_entry(a, struct gpucg_entity, node);
+	const struct gpucg_entity *eb = rb_entry(b, struct gpucg_entity, node);
+
+	if (ea->key != eb->key)
+		return ea->key > eb->key;
+	return vtime_before(ea->vtime, eb->vtime);
+}
+
+static bool gpucg_queue_less(struct rb_node *a, const struct rb_node *b)
+{
+	const struct gpucg_queue *qa = rb_entry(a, struct gpucg_queue, node);
+	const struct gpucg_queue *qb = rb_entry(b, struct gpucg_queue, node);
+
+	if (qa->ctx_prio != qb->ctx_prio)
+		return qa->ctx_prio > qb->ctx_prio;
+	return vtime_before(qa->vtime, qb->vtime);
+}
+
+static struct gpucg_entity *gpucg_first_child(struct gpucg_entity *e)
+{
+	struct rb_node *n = rb_first_cached(&e->children);
+
+	return n ? rb_entry(n, struct gpucg_entity, node) : NULL;
+}
+
+static struct gpucg_queue *gpucg_first_queue(struct gpucg_entity *e)
+{
+	struct rb_node *n = rb_first_cached(&e->queues);
+
+	return n ? rb_entry(n, struct gpucg_queue, node) : NULL;
+}
+
+/* The active child of @e with the lowest vtime in band @key, if any. */
+static struct gpucg_entity *gpucg_band_first(struct gpucg_entity *e, int key)
+{
+	struct rb_node *n = e->children.rb_root.rb_node;
+	struct gpucg_entity *c, *found = NULL;
+
+	while (n) {
+		c = rb_entry(n, struct gpucg_entity, node);
+		if (c->key > key) {
+			n = n->rb_right;
+		} else {
+			if (c->key == key)
+				found = c;
+			n = n->rb_left;
+		}
+	}
+	return found;
+}
+
+/* The entity's key: the highest band of its ready work. */
+static int gpucg_entity_key(struct gpucg_entity *e)
+{
+	struct gpucg_entity *child = gpucg_first_child(e);
+	int key = RB_EMPTY_ROOT(&e->queues.rb_root) ? GPUCG_KEY_NONE : e->prio;
+
+	return child ? max(key, child->key) : key;
+}
+
+/*
+ * Places @e, which becomes active in band @key, against its siblings. A
+ * newcomer, or an entity entering a band other than the two it was in
+ * last, starts level with the band's leftmost entity (or, alone in its
+ * band, at the parent's clock). One back in its band after a real idle
+ * period, or back in the band it left last, starts no lower than the
+ * leftmost entity (it banks no credit) and keeps any debt. One back within
+ * the anticipation window keeps its vtime.
+ */
+static void gpucg_entity_place(struct gpucg_entity *e, int key, u64 now)
+{
+	struct gpucg_entity *first = gpucg_band_first(e->parent, key);
+	bool idled = !e->inflight && now - e->idle_ns > gpucg_window(e);
+	int back;
+
+	if (e->placed && e->key != key) {
+		/* keep the vtime of the band it leaves, take the other's */
+		back = e->left_key;
+		e->left_key = e->key;
+		swap(e->vtime, e->left_vtime);
+		if (back != key) {
+			e->vtime = first ? first->vtime : e->parent->vclock;
+			return;
+		}
+		idled = true;
+	}
+	if (!e->placed) {
+		e->vtime = first ? first->vtime : e->parent->vclock;
+		e->left_key = GPUCG_KEY_NONE;
+		e->placed = true;
+	} else if (idled && first && vtime_before(e->vtime, first->vtime)) {
+		e->vtime = first->vtime;
+	}
+}
+
+/*
+ * Re-sorts @e and its ancestors after their queues, children or priority
+ * changed: activates, re-keys or deactivates each in its parent's tree.
+ */
+static void gpucg_entity_update(struct gpucg_entity *e, u64 now)
+{
+	int key;
+
+	for (; e->parent; e = e->parent) {
+		key = gpucg_entity_key(e);
+		if (e->active && key == e->key)
+			break;	/* nothing above changes */
+		if (e->active)
+			rb_erase_cached(&e->node, &e->parent->children);
+		if (key == GPUCG_KEY_NONE) {
+			if (e->active && !e->inflight)
+				e->idle_ns = now;
+			e->active = false;
+			continue;
+		}
+		if (!e->active && !e->inflight && e->placed)
+			e->think_ns = (3 * e->think_ns +
+				       min(now - e->idle_ns,
+					   4 * gpucg_window(e))) / 4;
+		gpucg_entity_place(e, key, now);
+		e->key = key;
+		e->active = true;
+		rb_add_cached(&e->node, &e->parent->children, gpucg_entity_less);
+	}
+}
+
+/* Adds @ns of GPU time (@sub: takes it back) to the vtimes of @e's path. */
+static void gpucg_entity_account(struct gpucg_entity *e, u64 ns, bool sub)
+{
+	u64 d;
+
+	for (; e->parent; e = e->parent) {
+		d = mul_u64_u32_div(ns, CGROUP_WEIGHT_DFL, gpucg_entity_weight(e));
+		if (e->active)
+			rb_erase_cached(&e->node, &e->parent->children);
+		e->vtime = sub ? e->vtime - d : e->vtime + d;
+		if (e->active)
+			rb_add_cached(&e->node, &e->parent->children,
+				      gpucg_entity_less);
+	}
+}
+
+/* The entity of @cg on @engine, if it exists. Any context. */
+static struct gpucg_entity *gpucg_entity_find(struct gpucg *cg,
+					      struct gpucg_engine *engine)
+{
+	struct gpucg_pool *pool;
+
+	if (cg == &gpucg_root)
+		return &engine->root;
+	pool = xa_load(&cg->pools, engine->dev->id);
+	return pool ? xa_load(&pool->ents, engine->id) : NULL;
+}
+
+/* The entity of @cg on @engine, created with its ancestors' if missing. */
+static struct gpucg_entity *gpucg_entity_get(struct gpucg *cg,
+					     struct gpucg_engine *engine)
+{
+	struct gpucg_entity *ent, *parent;
+	struct gpucg_pool *pool, *p;
+	int ret;
+
+	lockdep_assert_held(&gpucg_mutex);
+	if (cg == &gpucg_root)
+		return &engine->root;
+	pool = gpucg_pool_get(cg, engine->dev);
+	if (IS_ERR(pool))
+		return ERR_CAST(pool);
+
+	while (!(ent = xa_load(&pool->ents, engine->id))) {
+		/* top-down: the highest pool without an entity */
+		for (p = pool; p->parent && !xa_load(&p->parent->ents, engine->id);
+		     p = p->parent)
+			;
+		parent = p->parent ? xa_load(&p->parent->ents, engine->id) :
+			 &engine->top;
+		ent = kzalloc(sizeof(*ent), GFP_KERNEL);
+		if (!ent)
+			return ERR_PTR(-ENOMEM);
+		gpucg_entity_init(ent, engine, parent, p);
+		ent->prio = gpucg_priority_effective(p->cg);
+		ret = xa_insert(&p->ents, engine->id, ent, GFP_KERNEL);
+		if (ret) {
+			kfree(ent);
+			return ERR_PTR(ret);
+		}
+		list_add(&ent->engine_node, &engine->ents);
+	}
+	return ent;
+}
+
+/**
+ * gpucg_engine_create() - add an engine, one hardware scheduler, to a device
+ * @dev: the device, from gpucg_register_device(); NULL is allowed
+ *
+ * Context: process context, may sleep.
+ * Return: the engine, NULL if @dev is NULL, or an ERR_PTR().
+ */
+struct gpucg_engine *gpucg_engine_create(struct gpucg_device *dev)
+{
+	struct gpucg_engine *engine;
+
+	if (!dev)
+		return NULL;
+	engine = kzalloc(sizeof(*engine), GFP_KERNEL);
+	if (!engine)
+		return ERR_PTR(-ENOMEM);
+	engine->dev = dev;
+	spin_lock_init(&engine->lock);
+	INIT_LIST_HEAD(&engine->ents);
+	gpucg_entity_init(&engine->top, engine, NULL, NULL);
+	gpucg_entity_init(&engine->root, engine, &engine->top, NULL);
+
+	mutex_lock(&gpucg_mutex);
+	engine->id = dev->nr_engines++;
+	list_add_tail(&engine->dev_node, &dev->engines);
+	mutex_unlock(&gpucg_mutex);
+	return engine;
+}
+EXPORT_SYMBOL_GPL(gpucg_engine_create);
+
+/**
+ * gpucg_engine_destroy() - remove an engine and its state in every cgroup
+ * @engine: from gpucg_engine_create(); NULL and ERR_PTR()s are ignored
+ *
+ * Every queue on it must have gone through gpucg_queue_fini(); tickets may
+ * not outlive it either.
+ *
+ * Context: process context, may sleep.
+ */
+void gpucg_engine_destroy(struct gpucg_engine *engine)
+{
+	struct gpucg_entity *ent, *tmp;
+
+	if (IS_ERR_OR_NULL(engine))
+		return;
+	if (engine->antic) {
+		gpucg_entity_unpin(engine->antic);
+		engine->antic = NULL;
+	}
+	mutex_lock(&gpucg_mutex);
+	WARN_ON_ONCE(!RB_EMPTY_ROOT(&engine->top.children.rb_root));
+	list_for_each_entry_safe(ent, tmp, &engine->ents, engine_node) {
+		WARN_ON_ONCE(ent->active || ent->inflight);
+		xa_erase(&ent->pool->ents, engine->id);
+		list_del(&ent->engine_node);
+		kfree(ent);
+	}
+	list_del(&engine->dev_node);
+	mutex_unlock(&gpucg_mutex);
+	kfree(engine);
+}
+EXPORT_SYMBOL_GPL(gpucg_engine_destroy);
+
+/* Frees @pool's entities. Called with gpucg_mutex held by gpu.c. */
+void gpucg_sched_pool_free(struct gpucg_pool *pool)
+{
+	struct gpucg_entity *ent;
+	unsigned long id;
+
+	lockdep_assert_held(&gpucg_mutex);
+	xa_for_each(&pool->ents, id, ent) {
+		WARN_ON_ONCE(ent->active || ent->inflight ||
+			     !RB_EMPTY_ROOT(&ent->children.rb_root));
+		list_del(&ent->engine_node);
+		kfree(ent);
+	}
+	xa_destroy(&pool->ents);
+}
+
+bool gpucg_device_schedules(struct gpucg_device *dev)
+{
+	lockdep_assert_held(&gpucg_mutex);
+	return !list_empty(&dev->engines);
+}
+
+/*
+ * Applies a change of gpu.priority in @cg to the entities of its subtree.
+ * Context: process context, takes gpucg_mutex.
+ */
+void gpucg_sched_rekey(struct gpucg *cg)
+{
+	struct cgroup_subsys_state *pos;
+	struct gpucg_entity *ent;
+	struct gpucg_pool *pool;
+	unsigned long id, eid, flags;
+	int prio;
+
+	mutex_lock(&gpucg_mutex);
+	rcu_read_lock();
+	css_for_each_descendant_pre(pos, &cg->css) {
+		prio = gpucg_priority_effective(css_gpucg(pos));
+		xa_for_each(&css_gpucg(pos)->pools, id, pool) {
+			xa_for_each(&pool->ents, eid, ent) {
+				spin_lock_irqsave(&ent->engine->lock, flags);
+				ent->prio = prio;
+				gpucg_entity_update(ent, ktime_get_ns());
+				spin_unlock_irqrestore(&ent->engine->lock, flags);
+			}
+		}
+	}
+	rcu_read_unlock();
+	mutex_unlock(&gpucg_mutex);
+}
+
+/*
+ * Creates the entities of @cg on every engine of the client's device, so
+ * that its queues can move to them in any context. If that fails, they
+ * stay where they are (gpucg_queue_bind()).
+ */
+static void gpucg_client_prepare(struct gpucg_client *client, struct gpucg *cg)
+{
+	struct gpucg_engine *engine;
+
+	mutex_lock(&gpucg_mutex);
+	list_for_each_entry(engine, &client->dev->engines, dev_node)
+		gpucg_entity_get(cg, engine);
+	mutex_unlock(&gpucg_mutex);
+}
+
+/**
+ * gpucg_client_create() - a GPU client (a DRM file), owned by current
+ * @dev: the device the client uses; NULL gives a NULL client
+ *
+ * Context: process context, may sleep.
+ * Return: the client, NULL, or an ERR_PTR().
+ */
+struct gpucg_client *gpucg_client_create(struct gpucg_device *dev)
+{
+	struct gpucg_client *client;
+	struct gpucg *cg;
+
+	if (!dev)
+		return NULL;
+	client = kzalloc(sizeof(*client), GFP_KERNEL);
+	if (!client)
+		return ERR_PTR(-ENOMEM);
+	client->dev = dev;
+	mutex_init(&client->lock);
+	refcount_set(&client->ref, 1);
+	cg = css_gpucg(task_get_css(current, gpu_cgrp_id));
+	gpucg_client_prepare(client, cg);
+	RCU_INIT_POINTER(client->cg, cg);
+	return client;
+}
+EXPORT_SYMBOL_GPL(gpucg_client_create);
+
+/**
+ * gpucg_client_tryget() - take a reference on a client
+ * @client: a client whose memory is valid (under the lock of the table
+ *	    that holds it); NULL is allowed
+ *
+ * Context: any context.
+ * Return: @client, or NULL if it is NULL or being freed.
+ */
+struct gpucg_client *gpucg_client_tryget(struct gpucg_client *client)
+{
+	return client && refcount_inc_not_zero(&client->ref) ? client : NULL;
+}
+EXPORT_SYMBOL_GPL(gpucg_client_tryget);
+
+/**
+ * gpucg_client_put() - drop a reference on a client
+ * @client: from gpucg_client_create() or gpucg_client_tryget(); NULL and
+ *	    ERR_PTR()s are ignored
+ *
+ * The creator's reference is dropped when the DRM file is freed; every
+ * queue holds one of its own.
+ *
+ * Context: any context.
+ */
+void gpucg_client_put(struct gpucg_client *client)
+{
+	if (IS_ERR_OR_NULL(client) || !refcount_dec_and_test(&client->ref))
+		return;
+	css_put(&rcu_dereference_protected(client->cg, true)->css);
+	kfree(client);
+}
+EXPORT_SYMBOL_GPL(gpucg_client_put);
+
+/**
+ * gpucg_client_set_owner() - charge the client's future work to current's
+ *			      cgroup
+ * @client: the client; NULL is ignored
+ *
+ * Called by the DRM core on every ioctl; costs a comparison unless the
+ * owner's cgroup changed, by a change of owner or a move of the owner.
+ * Queues follow when they next become active; tickets stay with the cgroup
+ * that started them.
+ *
+ * Context: process context, may sleep.
+ */
+void gpucg_client_set_owner(struct gpucg_client *client)
+{
+	struct cgroup_subsys_state *css;
+	struct gpucg *old;
+	bool same;
+
+	if (!client || (current->flags & PF_KTHREAD))
+		return;
+	rcu_read_lock();
+	same = task_css(current, gpu_cgrp_id) == &rcu_dereference(client->cg)->css;
+	rcu_read_unlock();
+	if (same)
+		return;
+
+	mutex_lock(&client->lock);
+	old = rcu_dereference_protected(client->cg, lockdep_is_held(&client->lock));
+	css = task_get_css(current, gpu_cgrp_id);
+	if (css == &old->css) {
+		css_put(css);
+		mutex_unlock(&client->lock);
+		return;
+	}
+	gpucg_client_prepare(client, css_gpucg(css));
+	rcu_assign_pointer(client->cg, css_gpucg(css));
+	mutex_unlock(&client->lock);
+	css_put(&old->css);
+}
+EXPORT_SYMBOL_GPL(gpucg_client_set_owner);
+
+/**
+ * gpucg_queue_init() - set up a queue of a client on an engine
+ * @q: the queue, embedded in the driver's
+ * @engine: where it runs; NULL makes every other call on @q a no-op
+ * @client: whose it is; NULL charges the root cgroup (kernel queues)
+ * @ctx_prio: its priority among the queues of its cgroup
+ *
+ * Context: process context, may sleep.
+ * Return: 0 or -ENOMEM.
+ */
+int gpucg_queue_init(struct gpucg_queue *q, struct gpucg_engine *engine,
+		     struct gpucg_client *client, int ctx_prio)
+{
+	struct gpucg_entity *ent = NULL;
+	struct gpucg *cg = &gpucg_root;
+
+	memset(q, 0, sizeof(*q));
+	RB_CLEAR_NODE(&q->node);
+	if (!engine)
+		return 0;
+	if (client) {
+		mutex_lock(&client->lock);
+		cg = rcu_dereference_protected(client->cg,
+					       lockdep_is_held(&client->lock));
+		mutex_lock(&gpucg_mutex);
+		ent = gpucg_entity_get(cg, engine);
+		mutex_unlock(&gpucg_mutex);
+		if (!IS_ERR(ent))
+			css_get(&cg->css);
+		mutex_unlock(&client->lock);
+		if (IS_ERR(ent))
+			return PTR_ERR(ent);
+	} else {
+		ent = &engine->root;
+	}
+	q->cg = cg;
+	q->engine = engine;
+	q->client = client;
+	if (client)
+		refcount_inc(&client->ref);
+	q->ent = ent;
+	q->ctx_prio = ctx_prio;
+	return 0;
+}
+EXPORT_SYMBOL_GPL(gpucg_queue_init);
+
+/*
+ * Moves an inactive @q to the entity of its client's cgroup. If the entity
+ * is missing (its allocation failed), the queue stays where it was.
+ */
+static void gpucg_queue_bind(struct gpucg_queue *q)
+{
+	struct gpucg_entity *ent;
+	struct gpucg *cg;
+
+	if (!q->client)
+		return;
+	rcu_read_lock();
+	cg = rcu_dereference(q->client->cg);
+	if (cg != q->cg) {
+		ent = gpucg_entity_find(cg, q->engine);
+		/* the client may drop its reference on @cg right now */
+		if (ent && css_tryget(&cg->css)) {
+			css_put(&q->cg->css);
+			q->cg = cg;
+			q->ent = ent;
+		}
+	}
+	rcu_read_unlock();
+}
+
+static void gpucg_queue_activate(struct gpucg_queue *q, u64 now)
+{
+	struct gpucg_entity *ent;
+	struct gpucg_queue *first;
+
+	gpucg_queue_bind(q);
+	ent = q->ent;
+	first = gpucg_first_queue(ent);
+	/* a queue idle for a while gets no credit among its cgroup's */
+	if (vtime_before(q->vtime, first ? first->vtime : ent->qvclock))
+		q->vtime = first ? first->vtime : ent->qvclock;
+	/* own queues back among children: no credit against them either */
+	if (!first && gpucg_first_child(ent) &&
+	    vtime_before(ent->self_vtime, gpucg_first_child(ent)->vtime))
+		ent->self_vtime = gpucg_first_child(ent)->vtime;
+	q->ready_ns = now;
+	q->active = true;
+	rb_add_cached(&q->node, &ent->queues, gpucg_queue_less);
+	gpucg_entity_update(ent, now);
+	if (q->engine->antic == ent) {
+		q->engine->antic = NULL;
+		gpucg_entity_unpin(ent);
+	}
+}
+
+static void gpucg_queue_deactivate(struct gpucg_queue *q, u64 now)
+{
+	rb_erase_cached(&q->node, &q->ent->queues);
+	RB_CLEAR_NODE(&q->node);
+	q->active = false;
+	gpucg_entity_update(q->ent, now);
+}
+
+/**
+ * gpucg_queue_sync() - tell the core whether a queue is ready
+ * @q: the queue
+ * @ready: says, under the engine's lock, whether @q has work that could run
+ *
+ * Call it after anything that can make the queue ready (new work, a fence
+ * it waited on signalled) or not ready (its last work was taken). Because
+ * @ready runs under the same lock as gpucg_queue_pick(), a wake-up cannot
+ * be lost between the two.
+ *
+ * Context: any context; @ready must not sleep.
+ */
+void gpucg_queue_sync(struct gpucg_queue *q,
+		      bool (*ready)(struct gpucg_queue *q))
+{
+	struct gpucg_engine *engine = READ_ONCE(q->engine);
+	unsigned long flags;
+	bool r;
+
+	if (!engine)
+		return;
+	spin_lock_irqsave(&engine->lock, flags);
+	r = ready(q);
+	if (r && !q->active)
+		gpucg_queue_activate(q, ktime_get_ns());
+	else if (!r && q->active)
+		gpucg_queue_deactivate(q, ktime_get_ns());
+	spin_unlock_irqrestore(&engine->lock, flags);
+}
+EXPORT_SYMBOL_GPL(gpucg_queue_sync);
+
+/**
+ * gpucg_queue_fini() - take a queue off its engine for good
+ * @q: the queue; its tickets stay valid
+ *
+ * Also cancels it: after this returns, no pick returns @q. If the queue is
+ * not active, this does not touch its engine, which may be gone.
+ *
+ * Context: any context.
+ */
+void gpucg_queue_fini(struct gpucg_queue *q)
+{
+	unsigned long flags;
+
+	if (!q->engine)
+		return;
+	/* an inactive queue stays so: its driver no longer calls in */
+	if (READ_ONCE(q->active)) {
+		spin_lock_irqsave(&q->engine->lock, flags);
+		if (q->active)
+			gpucg_queue_deactivate(q, ktime_get_ns());
+		spin_unlock_irqrestore(&q->engine->lock, flags);
+	}
+	css_put(&q->cg->css);
+	gpucg_client_put(q->client);
+	q->client = NULL;
+	q->engine = NULL;
+}
+EXPORT_SYMBOL_GPL(gpucg_queue_fini);
+
+/**
+ * gpucg_queue_move() - move an inactive queue to another engine
+ * @q: the queue, set up with gpucg_queue_init() and not active
+ * @engine: an engine of the same device
+ *
+ * For schedulers that balance an idle queue between identical engines.
+ *
+ * Context: any context.
+ */
+void gpucg_queue_move(struct gpucg_queue *q, struct gpucg_engine *engine)
+{
+	struct gpucg_entity *ent = NULL;
+	struct gpucg *cg;
+
+	if (!q->engine || q->engine == engine || WARN_ON_ONCE(q->active))
+		return;
+	cg = q->cg;
+	ent = gpucg_entity_find(cg, engine);
+	if (!ent) {	/* its allocation failed: charge the root */
+		css_put(&cg->css);
+		q->cg = &gpucg_root;
+		ent = &engine->root;
+	}
+	q->ent = ent;
+	q->engine = engine;
+	q->vtime = 0;
+}
+EXPORT_SYMBOL_GPL(gpucg_queue_move);
+
+/* The queue that runs next: the leftmost path of the tree. */
+static struct gpucg_queue *gpucg_next(struct gpucg_engine *engine)
+{
+	struct gpucg_entity *e = &engine->top, *child;
+	struct gpucg_queue *q;
+
+	for (;;) {
+		child = gpucg_first_child(e);
+		q = gpucg_first_queue(e);
+		if (!child)
+			return q;
+		/* own queues against the children, as one more child */
+		if (q && (child->key < e->prio ||
+			  (child->key == e->prio &&
+			   vtime_before(e->self_vtime, child->vtime))))
+			return q;
+		if (vtime_before(e->vclock, child->vtime))
+			e->vclock = child->vtime;
+		e = child;
+	}
+}
+
+static int gpucg_depth(struct gpucg_entity *e)
+{
+	int d = 0;
+
+	for (; e->parent; e = e->parent)
+		d++;
+	return d;
+}
+
+/*
+ * Whether the anticipated entity @a, were it ready, would run before the
+ * work of @b: compared where their paths meet, as the pick would.
+ */
+static bool gpucg_antic_beats(struct gpucg_entity *a, struct gpucg_entity *b)
+{
+	int da = gpucg_depth(a), db = gpucg_depth(b);
+	int prio = a->prio, ka;
+
+	for (; da > db; da--)
+		a = a->parent;
+	for (; db > da; db--)
+		b = b->parent;
+	if (a == b)	/* the same, or one holds the other: let it run */
+		return false;
+	while (a->parent != b->parent) {
+		a = a->parent;
+		b = b->parent;
+	}
+	ka = a->active ? max(a->key, prio) : prio;
+	if (ka != b->key)
+		return ka > b->key;
+	return !vtime_before(b->vtime, a->vtime);
+}
+
+/**
+ * gpucg_queue_pick() - the ready queue that runs next on an engine
+ * @engine: the engine
+ * @take: called under the engine's lock with the best queue: GPUCG_TAKE
+ *	  it, GPUCG_SKIP it (not ready: it leaves the tree and the next best
+ *	  is offered) or GPUCG_HOLD (ready, but cannot run yet: it keeps its
+ *	  turn); must not sleep
+ * @arg: passed to @take
+ * @retry_ns: set to the time after which to pick again if the engine is
+ *	      held for an entity it anticipates, else 0
+ *
+ * The queue stays active; call gpucg_queue_start() when its job goes to the
+ * hardware and gpucg_queue_sync() when it may have become empty.
+ *
+ * Context: any context.
+ * Return: the queue, or NULL.
+ */
+struct gpucg_queue *
+gpucg_queue_pick(struct gpucg_engine *engine,
+		 enum gpucg_take (*take)(struct gpucg_queue *q, void *arg),
+		 void *arg, u64 *retry_ns)
+{
+	struct gpucg_entity *antic;
+	struct gpucg_queue *q;
+	unsigned long flags;
+	u64 now;
+
+	*retry_ns = 0;
+	spin_lock_irqsave(&engine->lock, flags);
+	now = ktime_get_ns();
+	antic = engine->antic;
+	if (antic && (s64)(engine->antic_until - now) <= 0) {
+		engine->antic = NULL;
+		gpucg_entity_unpin(antic);
+		antic = NULL;
+	}
+	while ((q = gpucg_next(engine))) {
+		if (antic && gpucg_antic_beats(antic, q->ent)) {
+			*retry_ns = engine->antic_until - now;
+			q = NULL;
+			break;
+		}
+		switch (take(q, arg)) {
+		case GPUCG_TAKE:
+			goto out;
+		case GPUCG_HOLD:
+			q = NULL;
+			goto out;
+		case GPUCG_SKIP:
+			gpucg_queue_deactivate(q, now);
+			break;
+		}
+	}
+out:
+	spin_unlock_irqrestore(&engine->lock, flags);
+	return q;
+}
+EXPORT_SYMBOL_GPL(gpucg_queue_pick);
+
+/**
+ * gpucg_queue_start() - a job of @q goes to the hardware
+ * @q: the queue, from gpucg_queue_pick()
+ * @t: the job's ticket, for gpucg_charge()
+ *
+ * Charges an estimate of the job's GPU time now, so that the next pick
+ * sees it, and the time the queue was ready before its job started.
+ *
+ * Context: any context.
+ */
+void gpucg_queue_start(struct gpucg_queue *q, struct gpucg_ticket *t)
+{
+	struct gpucg_entity *ent, *e;
+	struct gpucg_pool *pool;
+	unsigned long flags;
+	u64 now, wait = 0;
+
+	t->ent = NULL;
+	if (!q->engine)
+		return;
+	spin_lock_irqsave(&q->engine->lock, flags);
+	now = ktime_get_ns();
+	/* an owner that moved takes even a queue that never idles along */
+	if (q->active && q->client &&
+	    rcu_access_pointer(q->client->cg) != q->cg) {
+		gpucg_queue_deactivate(q, now);
+		gpucg_queue_activate(q, now);
+	}
+	ent = q->ent;
+	css_get(&q->cg->css);
+	t->ent = ent;
+	t->cg = q->cg;
+	/* a newcomer's first jobs count as the engine's average */
+	t->est_ns = ent->est_ns ?: q->engine->est_ns;
+	for (e = ent; e->parent; e = e->parent)
+		e->inflight++;
+	gpucg_entity_account(ent, t->est_ns, false);
+	if (q->active) {
+		wait = now - q->ready_ns;
+		q->ready_ns = now;
+		rb_erase_cached(&q->node, &ent->queues);
+	}
+	q->vtime += t->est_ns ?: 1;
+	if (vtime_before(ent->qvclock, q->vtime))
+		ent->qvclock = q->vtime;
+	ent->self_vtime += t->est_ns;
+	if (q->active)
+		rb_add_cached(&q->node, &ent->queues, gpucg_queue_less);
+	spin_unlock_irqrestore(&q->engine->lock, flags);
+
+	for (pool = ent->pool; pool && wait; pool = pool->parent)
+		atomic64_add(wait, &pool->wait_ns);
+}
+EXPORT_SYMBOL_GPL(gpucg_queue_start);
+
+static void gpucg_usage_add(struct gpucg_entity *ent, u64 ns)
+{
+	struct gpucg_pool *pool;
+
+	for (pool = ent->pool; pool; pool = pool->parent)
+		atomic64_add(ns, &pool->usage_ns);
+}
+
+/**
+ * gpucg_charge() - the GPU time a started job took
+ * @engine: the engine of the queue that started it
+ * @t: its ticket, from gpucg_queue_start(); cleared, so charging twice
+ *     does nothing
+ * @ns: the GPU time; 0 for a job cancelled before it ran
+ *
+ * If that was the last job of an entity with no ready queue, the engine
+ * starts anticipating the entity.
+ *
+ * Context: any context.
+ */
+void gpucg_charge(struct gpucg_engine *engine, struct gpucg_ticket *t, u64 ns)
+{
+	struct gpucg_entity *ent = t->ent, *old = NULL, *e;
+	unsigned long flags;
+	u64 now;
+
+	if (!ent)
+		return;
+	t->ent = NULL;
+	if (!engine) {	/* the engine went first: only the pin is left */
+		css_put(&t->cg->css);
+		return;
+	}
+	spin_lock_irqsave(&engine->lock, flags);
+	now = ktime_get_ns();
+	if (ns > t->est_ns)
+		gpucg_entity_account(ent, ns - t->est_ns, false);
+	else
+		gpucg_entity_account(ent, t->est_ns - ns, true);
+	for (e = ent; e->parent; e = e->parent) {
+		if (ns)
+			e->est_ns = e->est_ns ? (3 * e->est_ns + ns) / 4 : ns;
+		if (!--e->inflight && !e->active)
+			e->idle_ns = now;
+	}
+	if (ns)
+		engine->est_ns = engine->est_ns ?
+				 (7 * engine->est_ns + ns) / 8 : ns;
+	if (!ent->inflight && !ent->active && gpucg_anticipate_ns) {
+		if (ns && ent->think_ns < gpucg_window(ent)) {
+			old = engine->antic;
+			gpucg_entity_pin(ent);
+			engine->antic = ent;
+			engine->antic_until = now + gpucg_window(ent);
+		}
+	}
+	spin_unlock_irqrestore(&engine->lock, flags);
+
+	gpucg_usage_add(ent, ns);
+	if (old)
+		gpucg_entity_unpin(old);
+	css_put(&t->cg->css);
+}
+EXPORT_SYMBOL_GPL(gpucg_charge);
+
+/**
+ * gpucg_queue_charge() - GPU time of @q learnt outside a pick
+ * @q: the queue
+ * @ns: GPU time it used since the last report
+ *
+ * For drivers that learn GPU time per context (at a context switch, or by
+ * sampling) rather than per job.
+ *
+ * Context: any context.
+ */
+void gpucg_queue_charge(struct gpucg_queue *q, u64 ns)
+{
+	struct gpucg_entity *ent;
+	unsigned long flags;
+
+	if (!q->engine || !ns)
+		return;
+	spin_lock_irqsave(&q->engine->lock, flags);
+	ent = q->ent;
+	gpucg_entity_pin(ent);
+	gpucg_entity_account(ent, ns, false);
+	if (q->active)
+		rb_erase_cached(&q->node, &ent->queues);
+	q->vtime += ns;
+	if (q->active)
+		rb_add_cached(&q->node, &ent->queues, gpucg_queue_less);
+	spin_unlock_irqrestore(&q->engine->lock, flags);
+	gpucg_usage_add(ent, ns);
+	gpucg_entity_unpin(ent);
+}
+EXPORT_SYMBOL_GPL(gpucg_queue_charge);
+
+/**
+ * gpucg_queue_before() - does @a run before @b by the controller's policy?
+ * @a: a queue
+ * @b: another queue on the same engine
+ *
+ * For drivers that keep their own queue: the comparison the pick makes,
+ * where the two queues' paths meet. The answer is a snapshot.
+ *
+ * Context: any context; takes the engine's lock.
+ */
+bool gpucg_queue_before(const struct gpucg_queue *a, const struct gpucg_queue *b)
+{
+	struct gpucg_entity *ea, *eb;
+	unsigned long flags;
+	int da, db, ka, kb;
+	bool ret;
+
+	if (!a->engine || a->engine != b->engine)
+		return false;
+	spin_lock_irqsave(&a->engine->lock, flags);
+	ea = a->ent;
+	eb = b->ent;
+	if (ea == eb) {
+		ret = gpucg_queue_less((struct rb_node *)&a->node, &b->node);
+		goto out;
+	}
+	da = gpucg_depth(ea);
+	db = gpucg_depth(eb);
+	for (; da > db + 1; da--)
+		ea = ea->parent;
+	for (; db > da + 1; db--)
+		eb = eb->parent;
+	if (da != db && (da > db ? ea->parent : eb->parent) == (da > db ? eb : ea)) {
+		/* one cgroup's own work against its child's subtree */
+		if (da > db) {
+			ret = !(eb->prio > ea->key || (eb->prio == ea->key &&
+				vtime_before(eb->self_vtime, ea->vtime)));
+		} else {
+			ret = ea->prio > eb->key || (ea->prio == eb->key &&
+			      vtime_before(ea->self_vtime, eb->vtime));
+		}
+		goto out;
+	}
+	for (; da > db; da--)
+		ea = ea->parent;
+	for (; db > da; db--)
+		eb = eb->parent;
+	while (ea->parent != eb->parent) {
+		ea = ea->parent;
+		eb = eb->parent;
+	}
+	ka = ea->active ? ea->key : ea->prio;
+	kb = eb->active ? eb->key : eb->prio;
+	if (ka != kb)
+		ret = ka > kb;
+	else
+		ret = vtime_before(ea->vtime, eb->vtime);
+out:
+	spin_unlock_irqrestore(&a->engine->lock, flags);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(gpucg_queue_before);
+
+/**
+ * gpucg_queue_share() - the share of the engine @q's cgroup is entitled to
+ * @q: an active queue
+ *
+ * For firmware schedulers that take a time quantum per queue: the product
+ * of weight / sum of the weights of the active siblings in its band, down
+ * the path, in units of 1/65536 of the engine. 0 if @q is not active or
+ * a higher band is active.
+ *
+ * Context: any context; takes the engine's lock. O(depth * siblings).
+ */
+u32 gpucg_queue_share(struct gpucg_queue *q)
+{
+	struct gpucg_entity *e, *s;
+	struct rb_node *n;
+	unsigned long flags;
+	u64 share = 1 << 16, sum;
+
+	if (!q->engine)
+		return 0;
+	spin_lock_irqsave(&q->engine->lock, flags);
+	if (!q->active) {
+		share = 0;
+		goto out;
+	}
+	for (e = q->ent; e->parent; e = e->parent) {
+		sum = 0;
+		for (n = rb_first_cached(&e->parent->children); n; n = rb_next(n)) {
+			s = rb_entry(n, struct gpucg_entity, node);
+			if (s->key == e->key)
+				sum += gpucg_entity_weight(s);
+		}
+		if (!e->active || gpucg_first_child(e->parent)->key != e->key) {
+			share = 0;
+			break;
+		}
+		share = div64_u64(share * gpucg_entity_weight(e), sum);
+	}
+out:
+	spin_unlock_irqrestore(&q->engine->lock, flags);
+	return share;
+}
+EXPORT_SYMBOL_GPL(gpucg_queue_share);

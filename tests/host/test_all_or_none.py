@@ -1,0 +1,139 @@
+"""All or none under any failure, and one clear line (never a traceback)
+for bad file content, bad paths and huge numbers: the library's writes
+(knobs.apply), the CLI and the hook, on the fake kernel."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pycgpu import formats, knobs
+from pycgpu.cgroup import Cgroup, InvalidPath, check_relpath, resolve_path
+
+
+def one_line_error(result) -> str:
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    assert lines[0].startswith("Error: ")
+    return lines[0]
+
+
+def test_parse_error_while_applying_rolls_back_subtree_control(fake, monkeypatch):
+    """gpu.weight that does not parse when apply() reads it back: the +gpu it
+    wrote to cgroup.subtree_control is taken back."""
+    (fake.root / "x").mkdir()
+    for name, text in (("cgroup.controllers", "cpu memory\n"),
+                       ("cgroup.subtree_control", "\n"), ("cgroup.procs", "")):
+        (fake.root / "x" / name).write_text(text)
+    real = fake.write
+
+    def write(path, data):
+        real(path, data)
+        if path.name == "cgroup.subtree_control" and data == b"+gpu":
+            (fake.root / "x" / "gpu.weight").write_text("default one hundred\n")
+
+    monkeypatch.setattr("pycgpu.cgroup._write_file", write)
+    cg = Cgroup(fake.root, "x")
+    plan = knobs.plan_create(cg, knobs.Settings(weight=300), exist_ok=True)
+    with pytest.raises(knobs.ApplyError) as e:
+        knobs.apply(plan)
+    assert "gpu.weight" in str(e.value) and "nothing was changed" in str(e.value)
+    assert fake.read("cgroup.subtree_control").split() == []
+    assert fake.log == [("cgroup.subtree_control", "+gpu"), ("cgroup.subtree_control", "-gpu")]
+
+
+def test_set_with_a_malformed_knob_file_changes_nothing(cli):
+    cli.fake.make("a")
+    (cli.fake.root / "a" / "gpu.priority").write_text("high\n")
+    before = cli.fake.snapshot()
+    r = cli("set", "a", "--weight", "300", "--priority", "5", code=1)
+    line = one_line_error(r)
+    assert "gpu.priority" in line and "nothing was changed" in line
+    assert cli.fake.snapshot() == before
+
+
+@pytest.mark.parametrize("command", [["show", "a"], ["show", "-r", "--json"],
+                                     ["set", "a", "--weight", "5"]])
+def test_non_utf8_file_content_is_one_line(cli, command):
+    cli.fake.make("a")
+    (cli.fake.root / "a" / "gpu.weight").write_bytes(b"default \xff\n")
+    before = cli.fake.snapshot()
+    r = cli(*command, code=1)
+    line = one_line_error(r)
+    assert "not UTF-8 text (byte 0xff at offset 8)" in line
+    assert cli.fake.snapshot() == before
+
+
+def test_a_path_component_over_255_bytes(cli):
+    before = cli.fake.snapshot()
+    for command in (["create", "a/" + "x" * 256], ["set", "y" * 300, "--weight", "5"],
+                    ["show", "z" * 256], ["exec", "w" * 256, "--", "true"],
+                    ["check", "--path", "v" * 256], ["stat", "u" * 256]):
+        r = cli(*command, code=2)
+        assert "bytes long, the limit is 255" in one_line_error(r)
+    assert cli.fake.snapshot() == before
+    assert not [p for p in cli.fake.root.iterdir() if p.is_dir()]
+
+
+def test_dotdot_is_refused_everywhere(cli):
+    cli.fake.make("a")
+    before = cli.fake.snapshot()
+    for command in (["create", "a/../../etc"], ["set", "a/..", "--weight", "5"],
+                    ["show", "a/../.."], ["rm", "a/../a"], ["exec", "a/..", "--", "true"],
+                    ["check", "--path", "a/../../etc"], ["stat", "a/.."], ["top", "a/.."]):
+        r = cli(*command, code=2)
+        assert "must not contain '..'" in one_line_error(r), command
+    assert cli.fake.snapshot() == before
+
+
+def test_absolute_path_outside_the_root_is_refused(cli):
+    before = cli.fake.snapshot()
+    r = cli("create", "/sys/fs/cgroup/x", code=2)
+    line = one_line_error(r)
+    assert f"is under /sys/fs/cgroup, but the cgroup root is {cli.fake.root}" in line
+    assert cli.fake.snapshot() == before
+    assert not (cli.fake.root / "sys").exists()
+
+
+def test_the_path_rule():
+    root = __import__("pathlib").Path("/mnt/cg")
+    assert resolve_path(root, "/mnt/cg/a/b") == "a/b"
+    assert resolve_path(root, "/mnt/cg") == ""
+    assert resolve_path(root, "/a/b") == "a/b"
+    assert resolve_path(root, "a/b/") == "a/b"
+    assert resolve_path(root, "/") == ""
+    with pytest.raises(InvalidPath):
+        resolve_path(root, "/sys/fs/cgroup/x")
+    assert resolve_path(__import__("pathlib").Path("/sys/fs/cgroup"), "/sys/fs/cgroup/x") == "x"
+    with pytest.raises(InvalidPath):
+        check_relpath("a/\n")
+
+
+@pytest.mark.parametrize("args, why", [
+    (["--memory-max", "renderD128=" + "9" * 5000], "out of range"),
+    (["--memory-max", "renderD128=" + "9" * 5000 + "G"], "out of range"),
+    (["--priority", "9" * 5000], "out of range"),
+    (["--weight", "9" * 5000], "out of range"),
+    (["--weight", "226:" + "1" * 5000 + "=5"], "unknown device"),
+])
+def test_huge_numbers_on_the_command_line(cli, args, why):
+    cli.fake.make("a")
+    before = cli.fake.snapshot()
+    r = cli("set", "a", *args, code=2)
+    line = one_line_error(r)
+    assert why in line and len(line) < 300
+    assert cli.fake.snapshot() == before
+
+
+def test_formats_refuse_huge_numbers():
+    with pytest.raises(formats.FormatError, match="out of range"):
+        formats.parse_size("1" * 5000)
+    with pytest.raises(formats.FormatError, match="not a 64-bit integer"):
+        formats.parse_flat_keyed("226:128 " + "1" * 5000)
+    with pytest.raises(formats.FormatError, match="out of range"):
+        formats.DevT.parse("4096:0")
+    with pytest.raises(formats.FormatError, match="not UTF-8"):
+        formats.decode(b"\xc3", "gpu.stat")
+    assert json.dumps(formats.parse_size("16G")) == str(16 << 30)

@@ -1,0 +1,99 @@
+"""GPU clients of the shapes real ones have, for the VM tests and the
+benchmarks: a client that keeps one job queued and submits the next as soon
+as it is done (an interactive app, a game at vsync), and helpers to run
+them in a cgroup as separate processes."""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from pycgpu import formats
+from pycgpu.cgroup import Cgroup
+from pycgpu.simgpu import Load, SimGpu
+
+JOB_NS = 5_000_000  # 5 ms jobs
+TOLERANCE_PTS = 5.0
+
+
+
+
+def _shallow(node: str, cgroup: str, duration_ns: int, engine: int, stop, ready) -> None:
+    Path(cgroup, "cgroup.procs").write_text(str(os.getpid()))
+    with SimGpu(node) as gpu:
+        ready.set()
+        while not stop.is_set():
+            gpu.wait(gpu.submit(duration_ns, engine))
+
+
+class Shallow:
+    """A process in @cgroup that keeps exactly one job of @duration_ns
+    queued on @node until stop()."""
+
+    def __init__(self, node: str | Path, cgroup: str | Path, duration_ns: int,
+                 engine: int = 0) -> None:
+        ctx = mp.get_context("fork")
+        self._stop, ready = ctx.Event(), ctx.Event()
+        self.proc = ctx.Process(target=_shallow, daemon=True,
+                                args=(str(node), str(cgroup), duration_ns, engine,
+                                      self._stop, ready))
+        self.proc.start()
+        if not ready.wait(30):
+            self.stop()
+            raise TimeoutError(f"shallow client on {node} did not start")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.proc.join(30)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+
+
+def proc_state(pid: int) -> str:
+    """The state letter of /proc/PID/stat ('D': uninterruptible), '' if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def usage_us(cg: Cgroup, dev: formats.DevT) -> int:
+    return formats.parse_nested_keyed(cg.read("gpu.stat"))[dev]["usage_usec"]
+
+
+def devt(node: Path) -> formats.DevT:
+    st = os.stat(node)
+    return formats.DevT(os.major(st.st_rdev), os.minor(st.st_rdev))
+
+
+def measure_shares(groups: list[Cgroup], dev: formats.DevT, seconds: float = 2.0,
+                   settle: float = 0.3) -> list[float]:
+    """Each group's percentage of the GPU time the groups got over @seconds."""
+    time.sleep(settle)
+    before = [usage_us(g, dev) for g in groups]
+    time.sleep(seconds)
+    delta = [usage_us(g, dev) - b for g, b in zip(groups, before, strict=True)]
+    total = sum(delta)
+    assert total > 0, "no GPU time at all"
+    return [100.0 * d / total for d in delta]
+
+
+@contextlib.contextmanager
+def loads(node: Path, groups: list[Cgroup], **kw: int) -> Iterator[list[Load]]:
+    running = [Load(node, g.path, JOB_NS, **kw) for g in groups]
+    try:
+        yield running
+    finally:
+        for load in running:
+            load.stop()
+
+
+def assert_shares(got: list[float], want: list[float]) -> None:
+    for g, w in zip(got, want, strict=True):
+        assert abs(g - w) <= TOLERANCE_PTS, f"shares {got} != {want} (±{TOLERANCE_PTS})"
