@@ -9,7 +9,7 @@ import runpy
 import sys
 from pathlib import Path
 
-# sched last: it leaves 10,010 cgroups behind for the VM to discard
+# sched last: it reloads simgpu with its own parameters (a FIFO device beside)
 BENCHMARKS = ["memory", "cli", "monitor", "sched"]
 HERE = Path(__file__).resolve().parent
 

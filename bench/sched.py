@@ -352,7 +352,7 @@ def _hold_clients(node: str, base: str, n: int, jobs: int, ready, stop) -> None:
     """Opens @n clients of @node, then queues @jobs jobs of 200 us on each
     behind a 3 s blocker, client i from cgroup @base/c<i> (a client's time
     goes to the cgroup of whoever used it last)."""
-    procs = Path(base, "cgroup.procs")
+    procs = Path(base, "home", "cgroup.procs")  # base has children: no tasks
     procs.write_text(str(os.getpid()))
     blocker = SimGpu(node)
     gpus = [SimGpu(node) for _ in range(n)]
@@ -378,6 +378,7 @@ def select_costs(top: Cgroup, nodes: tuple[Path, Path], active: int) -> tuple[fl
     base.create()
     for i in range(active):
         base.child(f"c{i}").create()
+    base.child("home").create()
     ctx = multiprocessing.get_context("fork")
     stop = ctx.Event()
     procs = []
