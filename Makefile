@@ -6,7 +6,7 @@ PY := .venv/bin/python
 VM := tools/vm.sh run
 PYTEST_VM := $(PY) -m pytest -p no:cacheprovider -ra
 
-.PHONY: help demo test test-host test-vm lint checkpatch bench bench-% kernel vm-shell vm-run \
+.PHONY: help demo test test-host test-vm test-debug lint checkpatch bench bench-% kernel vm-shell vm-run \
 	patches setup venv clean bench-exporter
 
 help: ## this list
@@ -31,7 +31,11 @@ test-host: venv ## host tier: pytest, no root, no VM
 
 TESTS ?= tests/vm
 test-vm: kernel ## VM tier: pytest as root inside the VM (TESTS='tests/vm/test_memory.py' for a part)
-	$(VM) "$(PYTEST_VM) $(TESTS)"
+	$(VM) "$(PYTEST_VM) -m 'not debug' $(TESTS)"
+
+test-debug: setup ## VM tier plus fuzz, stress and fault injection on the debug kernel (KASAN, kmemleak, ...)
+	PYCGPU_FLAVOUR=debug tools/kernel.sh all
+	PYCGPU_FLAVOUR=debug PYCGPU_VM_TIMEOUT=5400 $(VM) "$(PYTEST_VM) $(TESTS)"
 
 lint: venv ## ruff on the Python code
 	.venv/bin/ruff check pycgpu tests tools bench

@@ -18,7 +18,10 @@ from .oci import CONTAINER_DRI, DEVICE_ACCESS, HookCommand
 if TYPE_CHECKING:
     from .devices import Device
 
-CDI_VERSION = "0.6.0"
+# The lowest version that has every field the spec uses (deviceNodes.hostPath
+# came in 0.5.0): CDI readers refuse versions newer than they know, and
+# Debian 12's podman 4.3 and containerd 1.7 read at most 0.5.0.
+CDI_VERSION = "0.5.0"
 KIND = "pycgpu.io/gpu"
 ALL = "all"
 

@@ -1,7 +1,7 @@
 """The pycgpu command line (click).
 
 Commands: ``devices``, ``create``, ``set``, ``show``, ``rm``, ``exec``,
-``check``, ``oci``, ``cdi``, ``image``, ``top``, ``stat``, ``exporter``,
+``check``, ``oci``, ``cdi``, ``image``, ``k8s``, ``top``, ``stat``, ``exporter``,
 ``schema`` (one module each under :mod:`pycgpu.commands`). Importing this
 module stays cheap (click and the stdlib only): pyudev, cffi and the JSON
 schemas are imported by the commands that use them.
@@ -32,6 +32,7 @@ from .commands import (
     cmd_devices,
     cmd_exec,
     cmd_image,
+    cmd_k8s,
     cmd_monitor,
     cmd_oci,
     cmd_schema,
@@ -95,6 +96,6 @@ def main(ctx: click.Context, cgroup_root: Path | None, sysfs_root: Path, dev_roo
 
 for _command in (cmd_devices.devices, cmd_tree.create, cmd_tree.set_, cmd_show.show, cmd_tree.rm,
                  cmd_exec.exec_, cmd_check.check,
-                 cmd_oci.oci, cmd_cdi.cdi, cmd_image.image, *cmd_monitor.COMMANDS,
+                 cmd_oci.oci, cmd_cdi.cdi, cmd_image.image, cmd_k8s.k8s, *cmd_monitor.COMMANDS,
                  cmd_schema.schema):
     main.add_command(_command)

@@ -4,8 +4,17 @@
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${PYCGPU_CACHE:-$HOME/.cache/pycgpu}
 SRC=$CACHE/linux          # kernel source, a git repository (tag pycgpu-base)
-OUT=$CACHE/build          # kernel build tree (make O=)
-EXT=$CACHE/ext            # out-of-tree module build (top-level Kbuild)
+# Kernel flavours share the source tree and build apart, so that each stays
+# incremental: test (vm.config) and debug (vm.config + debug.config: KASAN,
+# kmemleak, debug objects, hung-task detection, fault injection).
+FLAVOUR=${PYCGPU_FLAVOUR:-test}
+case $FLAVOUR in
+	test) SUFFIX= ;;
+	debug) SUFFIX=-debug ;;
+	*) printf 'PYCGPU_FLAVOUR must be test or debug, not %s\n' "$FLAVOUR" >&2; exit 2 ;;
+esac
+OUT=$CACHE/build$SUFFIX   # kernel build tree (make O=)
+EXT=$CACHE/ext$SUFFIX     # out-of-tree module build (top-level Kbuild)
 SERIES_DIR=$ROOT/kernel/drivers-gpu-cgroup
 KTARBALL=${PYCGPU_KERNEL_TARBALL:-/usr/src/linux-source-6.12.tar.xz}
 KPACKAGE=linux-source-6.12

@@ -5,6 +5,7 @@
 #   tools/kernel.sh prepare      unpack Debian's linux-source-6.12 into the cache (once)
 #   tools/kernel.sh apply        make the tree match kernel/drivers-gpu-cgroup/series
 #   tools/kernel.sh config       virtme-ng defconfig + kernel/drivers-gpu-cgroup/vm.config
+#                                (+ debug.config with PYCGPU_FLAVOUR=debug, built apart)
 #   tools/kernel.sh build        bzImage and modules, incrementally
 #   tools/kernel.sh ext          the out-of-tree modules of the top-level Kbuild
 #   tools/kernel.sh export DIR   the series as git format-patch files
@@ -103,9 +104,25 @@ cmd_apply() {
 	say "series applied: $(git -C "$SRC" rev-list --count "$BASE_TAG..HEAD") patches, tree at $(git -C "$SRC" rev-parse --short HEAD)"
 }
 
+# The config fragment of the flavour: vm.config, and for the debug kernel
+# debug.config after it, whose options replace vm.config's.
+flavour_fragment() {
+	if [ "$FLAVOUR" != debug ]; then
+		cat "$SERIES_DIR/vm.config"
+		return 0
+	fi
+	awk 'function opt(l) { sub(/^# /, "", l); sub(/[= ].*/, "", l); return l }
+		NR == FNR { if ($0 ~ /^(# )?CONFIG_/) over[opt($0)] = 1; next }
+		!($0 ~ /^(# )?CONFIG_/ && opt($0) in over)' \
+		"$SERIES_DIR/debug.config" "$SERIES_DIR/vm.config"
+	cat "$SERIES_DIR/debug.config"
+}
+
 cmd_config() {
-	local frag=$SERIES_DIR/vm.config want have=""
-	want=$( { sha256sum "$frag"; pip_show_vng; } | sha256sum | cut -c1-16)
+	local frag=$OUT.fragment want have=""
+	mkdir -p "$OUT"
+	flavour_fragment >"$frag"
+	want=$( { sha256sum <"$frag"; pip_show_vng; } | sha256sum | cut -c1-16)
 	[ -f "$OUT/.pycgpu-config" ] && have=$(cat "$OUT/.pycgpu-config")
 	if [ -f "$OUT/.config" ] && [ "$have" = "$want" ]; then
 		return 0
@@ -113,7 +130,7 @@ cmd_config() {
 	command -v virtme-configkernel >/dev/null || die "virtme-ng is missing: run tools/setup-host.sh"
 	mkdir -p "$OUT"
 	# virtme-ng appends its own options after the fragment: apply it again.
-	run_logged "configuring (virtme-ng defconfig + vm.config)" "$CACHE/config.log" \
+	run_logged "configuring $FLAVOUR (virtme-ng defconfig + fragment)" "$CACHE/config$SUFFIX.log" \
 		bash -c "cd '$SRC' && virtme-configkernel --defconfig --custom '$frag' O='$OUT' &&
 			cat '$frag' >>'$OUT/.config' && make -C '$SRC' O='$OUT' olddefconfig"
 	check_config "$frag"
@@ -140,7 +157,7 @@ check_config() {
 }
 
 cmd_build() {
-	run_logged "building the kernel (bzImage, modules; -j$JOBS)" "$CACHE/build.log" \
+	run_logged "building the $FLAVOUR kernel (bzImage, modules; -j$JOBS)" "$CACHE/build$SUFFIX.log" \
 		make -C "$SRC" O="$OUT" -j"$JOBS" bzImage modules
 	{
 		echo "source: $KPACKAGE $(cat "$CACHE/source.version")"
@@ -161,10 +178,10 @@ cmd_ext() {
 		--include 'kernel/drivers-gpu-cgroup/simgpu/' \
 		--include 'kernel/drivers-gpu-cgroup/simgpu/*.[ch]' \
 		--exclude '*' "$ROOT/" "$EXT/"
-	run_logged "building the out-of-tree modules" "$CACHE/ext.log" \
+	run_logged "building the out-of-tree modules ($FLAVOUR)" "$CACHE/ext$SUFFIX.log" \
 		make -C "$OUT" M="$EXT" -j"$JOBS" W=1 modules
-	if grep -q 'warning:' "$CACHE/ext.log"; then
-		grep 'warning:' "$CACHE/ext.log" >&2
+	if grep -q 'warning:' "$CACHE/ext$SUFFIX.log"; then
+		grep 'warning:' "$CACHE/ext$SUFFIX.log" >&2
 		die "the out-of-tree modules build with warnings"
 	fi
 }

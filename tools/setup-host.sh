@@ -9,7 +9,7 @@ set -euo pipefail
 DEBS=(
 	linux-source-6.12 qemu-system-x86 bc bison flex libelf-dev libssl-dev
 	cpio busybox-static runc crun kmod xz-utils rsync make gcc git
-	python3 python3-venv python3-pip udev libudev1 prometheus
+	python3 python3-venv python3-pip udev libudev1 prometheus podman
 )
 
 setup_debs() {

@@ -58,6 +58,9 @@ accel() {
 	echo "$result"
 }
 
+# Kernel console lines, kept out of the terminal.
+KERNEL_LINE='^\[ *[0-9]+\.[0-9]+\] '
+
 # Kernel log lines that fail a run.
 SPLAT='(------------\[ cut here \]------------|WARNING: .* at |BUG: |Oops|general protection fault|Kernel panic|possible recursive locking|possible circular locking|inconsistent lock state|suspicious RCU usage|INFO: task .* blocked|UBSAN:|KASAN:|list_add corruption|list_del corruption|unreferenced object)'
 
@@ -72,13 +75,21 @@ cmd_run() {
 	local start=$SECONDS
 	say "booting $(cat "$OUT/include/config/kernel.release") ($mode) for: $*"
 	mkdir -p "$ROOT/bench/results"
+	# the guest's console (kernel messages included) goes to console.log;
+	# the terminal gets the command's output without the kernel's lines
+	set +e
 	timeout --kill-after=30 "$TIMEOUT" \
-		"$VNG" "${args[@]}" --rwdir "$run" --rwdir "$ROOT/bench/results" \
+		"$VNG" "${args[@]}" --verbose --rwdir "$run" --rwdir "$ROOT/bench/results" \
 		--exec "PYCGPU_VM_OUT=$run PYCGPU_EXT=$EXT bash $ROOT/tools/vm-guest.sh $(printf '%q' "$*")" \
-		</dev/null || rc=$?
+		</dev/null 2>&1 | tee "$run/console.log" | grep --line-buffered -v -E "$KERNEL_LINE"
+	rc=${PIPESTATUS[0]}
+	set -e
 	say "VM finished in $((SECONDS - start))s (exit $rc)"
 	if [ ! -f "$run/status" ]; then
-		die "the VM did not finish the command (vng exit $rc); run directory: $run"
+		say "the VM did not finish the command; the end of its console:"
+		grep -E -A30 "$SPLAT" "$run/console.log" | head -n 60 >&2 ||
+			tail -n 40 "$run/console.log" >&2
+		die "the VM did not finish the command (vng exit $rc); console log: $run/console.log"
 	fi
 	status=$(cat "$run/status")
 	if ! grep -q '^\[ *[0-9.]*\] Linux version' "$run/dmesg"; then
@@ -87,6 +98,11 @@ cmd_run() {
 	if grep -Eq "$SPLAT" "$run/dmesg"; then
 		say "the guest kernel reported a problem (full log: $run/dmesg):"
 		grep -E -A20 "$SPLAT" "$run/dmesg" | head -n 60 >&2
+		exit 1
+	fi
+	if [ -s "$run/kmemleak" ]; then
+		say "kmemleak found leaks (full report: $run/kmemleak):"
+		head -n 40 "$run/kmemleak" >&2
 		exit 1
 	fi
 	rm -rf "$run"

@@ -73,8 +73,10 @@
  * anticipation, and is taken with interrupts off: drivers call in from
  * fence callbacks and interrupts. gpucg_mutex (gpu.c) protects the
  * creation and freeing of entities and engines; it nests outside engine
- * locks. An active queue and a ticket pin the cgroup of their entity, and
- * entities live until their cgroup is freed or their engine destroyed.
+ * locks. A queue and a ticket pin the cgroup of their entity, and entities
+ * live until their cgroup is freed or their engine destroyed. The entity an
+ * engine anticipates is not pinned, so that an idle engine keeps no
+ * removed cgroup alive: freeing the entity clears it.
  */
 
 #include <linux/cgroup.h>
@@ -145,7 +147,7 @@ struct gpucg_engine {
 	spinlock_t		lock;
 	struct gpucg_entity	top;		/* the root of the tree */
 	struct gpucg_entity	root;		/* the root cgroup's queues */
-	struct gpucg_entity	*antic;		/* anticipated, pins its cgroup */
+	struct gpucg_entity	*antic;		/* anticipated; cleared if freed */
 	u64			antic_until;
 	u64			est_ns;		/* average job of all entities */
 };
@@ -438,14 +440,11 @@ void gpucg_engine_destroy(struct gpucg_engine *engine)
 
 	if (IS_ERR_OR_NULL(engine))
 		return;
-	if (engine->antic) {
-		gpucg_entity_unpin(engine->antic);
-		engine->antic = NULL;
-	}
 	mutex_lock(&gpucg_mutex);
 	WARN_ON_ONCE(!RB_EMPTY_ROOT(&engine->top.children.rb_root));
 	list_for_each_entry_safe(ent, tmp, &engine->ents, engine_node) {
-		WARN_ON_ONCE(ent->active || ent->inflight);
+		WARN_ON_ONCE(ent->active || ent->inflight ||
+			     !RB_EMPTY_ROOT(&ent->queues.rb_root));
 		xa_erase(&ent->pool->ents, engine->id);
 		list_del(&ent->engine_node);
 		kfree(ent);
@@ -460,11 +459,17 @@ EXPORT_SYMBOL_GPL(gpucg_engine_destroy);
 void gpucg_sched_pool_free(struct gpucg_pool *pool)
 {
 	struct gpucg_entity *ent;
-	unsigned long id;
+	unsigned long id, flags;
 
 	lockdep_assert_held(&gpucg_mutex);
+	/* nothing may still point at them: no queue, child or job in flight */
 	xa_for_each(&pool->ents, id, ent) {
+		spin_lock_irqsave(&ent->engine->lock, flags);
+		if (ent->engine->antic == ent)
+			ent->engine->antic = NULL;
+		spin_unlock_irqrestore(&ent->engine->lock, flags);
 		WARN_ON_ONCE(ent->active || ent->inflight ||
+			     !RB_EMPTY_ROOT(&ent->queues.rb_root) ||
 			     !RB_EMPTY_ROOT(&ent->children.rb_root));
 		list_del(&ent->engine_node);
 		kfree(ent);
@@ -713,10 +718,8 @@ static void gpucg_queue_activate(struct gpucg_queue *q, u64 now)
 	q->active = true;
 	rb_add_cached(&q->node, &ent->queues, gpucg_queue_less);
 	gpucg_entity_update(ent, now);
-	if (q->engine->antic == ent) {
+	if (q->engine->antic == ent)
 		q->engine->antic = NULL;
-		gpucg_entity_unpin(ent);
-	}
 }
 
 static void gpucg_queue_deactivate(struct gpucg_queue *q, u64 now)
@@ -905,7 +908,6 @@ gpucg_queue_pick(struct gpucg_engine *engine,
 	antic = engine->antic;
 	if (antic && (s64)(engine->antic_until - now) <= 0) {
 		engine->antic = NULL;
-		gpucg_entity_unpin(antic);
 		antic = NULL;
 	}
 	while ((q = gpucg_next(engine))) {
@@ -1008,7 +1010,7 @@ static void gpucg_usage_add(struct gpucg_entity *ent, u64 ns)
  */
 void gpucg_charge(struct gpucg_engine *engine, struct gpucg_ticket *t, u64 ns)
 {
-	struct gpucg_entity *ent = t->ent, *old = NULL, *e;
+	struct gpucg_entity *ent = t->ent, *e;
 	unsigned long flags;
 	u64 now;
 
@@ -1036,8 +1038,6 @@ void gpucg_charge(struct gpucg_engine *engine, struct gpucg_ticket *t, u64 ns)
 				 (7 * engine->est_ns + ns) / 8 : ns;
 	if (!ent->inflight && !ent->active && gpucg_anticipate_ns) {
 		if (ns && ent->think_ns < gpucg_window(ent)) {
-			old = engine->antic;
-			gpucg_entity_pin(ent);
 			engine->antic = ent;
 			engine->antic_until = now + gpucg_window(ent);
 		}
@@ -1045,8 +1045,6 @@ void gpucg_charge(struct gpucg_engine *engine, struct gpucg_ticket *t, u64 ns)
 	spin_unlock_irqrestore(&engine->lock, flags);
 
 	gpucg_usage_add(ent, ns);
-	if (old)
-		gpucg_entity_unpin(old);
 	css_put(&t->cg->css);
 }
 EXPORT_SYMBOL_GPL(gpucg_charge);

@@ -39,7 +39,7 @@ def cdi() -> None:
 def generate(state: State, devices: tuple[str, ...], use_hook: bool, hook_path: str | None,
              output: str) -> None:
     """Print (or write to --output) a CDI spec of kind pycgpu.io/gpu
-    (cdiVersion 0.6.0) with one device per render node, named after it
+    (cdiVersion 0.5.0) with one device per render node, named after it
     (pycgpu.io/gpu=renderD128), and pycgpu.io/gpu=all. Put it in /etc/cdi
     or /var/run/cdi, where CDI runtimes look; JSON is valid CDI YAML.
 

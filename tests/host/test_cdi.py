@@ -24,7 +24,7 @@ def test_spec_has_one_device_per_render_node_and_all(cli, fake_sysfs):
     r = cli("cdi", "generate")
     spec = json.loads(r.stdout)
     assert cdi_errors(spec) == []
-    assert spec["cdiVersion"] == "0.6.0"
+    assert spec["cdiVersion"] == "0.5.0"
     assert spec["kind"] == "pycgpu.io/gpu"
     assert [d["name"] for d in spec["devices"]] == ["renderD128", "renderD129", "all"]
     dev_root = fake_sysfs[1]
@@ -86,7 +86,7 @@ def test_no_render_nodes(cli, tmp_path):
 
 
 def test_schema_catches_a_broken_spec():
-    spec = {"cdiVersion": "0.6.0", "kind": "pycgpu.io/gpu",
+    spec = {"cdiVersion": "0.5.0", "kind": "pycgpu.io/gpu",
             "devices": [{"name": "renderD128", "containerEdits": {
                 "deviceNodes": [{"path": "/dev/dri/renderD128", "major": "226"}]}}]}
     assert cdi_errors(spec) == [

@@ -30,7 +30,8 @@ def variables() -> dict[str, str]:
 def test_recipes_are_there():
     b = blocks()
     assert set(b) == {"runc:vars", "runc:setup", "runc:run", "runc:inspect", "runc:cleanup",
-                      "crun:run"}
+                      "crun:run", "podman:vars", "podman:setup", "podman:run", "podman:inspect",
+                      "podman:unified", "podman:cleanup"}
     assert variables() == {"GPU": "renderD128", "PARENT": "pycgpu-demo", "CTR": "pycgpu-demo"}
     assert b["runc:run"].strip() == "runc run --bundle bundle $CTR"
     assert b["crun:run"].strip() == "crun run --bundle bundle $CTR"

@@ -1,0 +1,326 @@
+"""GPU shares: what the device plugin advertises and what a container that
+takes some of them gets. No gRPC here.
+
+Each GPU (render node) is advertised as N shares, device IDs
+``renderD128-s0`` .. ``renderD128-s{N-1}`` of the extended resource
+``pycgpu.io/gpu-share``. The kubelet counts them; the plugin turns a
+container's shares into what the kernel enforces, per GPU it got shares of:
+
+- the CDI device ``pycgpu.io/gpu=renderD128`` (the render node and its
+  device-cgroup allow rule, plus the createRuntime hook of the CDI spec);
+- ``pycgpu.io/gpu.weight: renderD128=W`` with W = k x weight-per-share
+  (default 100: 1 share is the default weight, 3 shares are 300), so among
+  sibling cgroups that use the GPU, time divides in proportion to shares;
+- ``pycgpu.io/gpu.memory.max: renderD128=M`` with M = size x k / N rounded
+  down to 4 KiB, where the GPU's memory size is known: the operator's
+  per-device size (``--device-memory renderD128=16G``), else the size the
+  driver reports in sysfs (amdgpu: ``device/mem_info_vram_total``), else the
+  operator's default size (``--device-memory 8G``); without any, no memory
+  limit.
+
+A configuration entry that is wrong (a share count out of range, a size
+that does not parse, a device that is not there) is reported as a warning
+and left out; the rest is served.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .. import annotations as ann
+from .. import cdi, formats
+
+if TYPE_CHECKING:
+    from ..devices import Device
+
+RESOURCE = "pycgpu.io/gpu-share"
+DEFAULT_SHARES = 10
+SHARES_MAX = 100
+DEFAULT_WEIGHT_PER_SHARE = 100
+PAGE = 4096
+HEALTHY = "Healthy"
+VRAM_FILE = "mem_info_vram_total"  # amdgpu, under the render node's device/
+_ID = re.compile(r"(renderD\d+)-s(\d+)")
+
+
+class ShareError(ValueError):
+    """A request the plugin cannot answer (unknown device ID, bad config)."""
+
+
+def share_id(gpu: str, index: int) -> str:
+    return f"{gpu}-s{index}"
+
+
+def parse_id(text: str) -> tuple[str, int]:
+    """``renderD128-s3`` -> (``renderD128``, 3)."""
+    m = _ID.fullmatch(text)
+    if not m:
+        raise ShareError(f"device ID {formats.shown(text)} is not a pycgpu share "
+                         "(renderDN-sK)")
+    return m.group(1), int(m.group(2))
+
+
+@dataclass(frozen=True)
+class Config:
+    """Validated settings: shares per GPU, weight per share, memory sizes.
+    Per-device keys are DEV texts (renderD128, card0, a PCI address)."""
+
+    shares: int = DEFAULT_SHARES
+    weight_per_share: int = DEFAULT_WEIGHT_PER_SHARE
+    memory: int | None = None
+    device_shares: Mapping[str, int] = field(default_factory=dict)
+    device_memory: Mapping[str, int] = field(default_factory=dict)
+    only: tuple[str, ...] = ()
+
+
+def _check_shares(n: int, weight_per_share: int, what: str) -> int:
+    if not 1 <= n <= SHARES_MAX:
+        raise ShareError(f"{what}: {n} shares is out of range [1, {SHARES_MAX}]")
+    if n * weight_per_share > formats.WEIGHT_MAX:
+        raise ShareError(f"{what}: {n} shares x weight {weight_per_share} per share = "
+                         f"{n * weight_per_share} exceeds the largest gpu.weight "
+                         f"{formats.WEIGHT_MAX} (fix: fewer shares or a smaller "
+                         "--weight-per-share)")
+    return n
+
+
+def _int(text: str, what: str) -> int:
+    if not re.fullmatch(r"\s*\d{1,9}\s*", text):
+        raise ShareError(f"{what}: {formats.shown(text)} is not a whole number")
+    return int(text)
+
+
+def _size(text: str, what: str) -> int:
+    try:
+        value = formats.parse_size(text)
+    except formats.FormatError as e:
+        raise ShareError(f"{what}: {e}") from None
+    if value is None or value < PAGE:
+        raise ShareError(f"{what}: give the GPU's memory size (at least 4K), e.g. 16G")
+    return value
+
+
+def parse_config(shares: Iterable[str], weight_per_share: int, memory: Iterable[str],
+                 only: Iterable[str] = ()) -> tuple[Config, list[str]]:
+    """The config from the CLI's texts (``--shares N`` / ``DEV=N``,
+    ``--device-memory SIZE`` / ``DEV=SIZE``) and the warnings for the
+    per-device entries left out. A bad default (the whole plugin's) raises
+    :class:`ShareError`."""
+    warnings: list[str] = []
+    if not 1 <= weight_per_share <= formats.WEIGHT_MAX:
+        raise ShareError(f"--weight-per-share {weight_per_share} is out of range "
+                         f"[1, {formats.WEIGHT_MAX}]")
+    default_n, default_mem = DEFAULT_SHARES, None
+    per_n: dict[str, int] = {}
+    per_mem: dict[str, int] = {}
+    for raw in shares:
+        dev, sep, value = raw.rpartition("=")
+        what = f"--shares {formats.shown(raw)}"
+        if not sep:
+            default_n = _check_shares(_int(value, what), weight_per_share, what)
+            continue
+        try:
+            per_n[dev.strip()] = _check_shares(_int(value, what), weight_per_share, what)
+        except ShareError as e:
+            warnings.append(f"{e}; ignored")
+    for raw in memory:
+        dev, sep, value = raw.rpartition("=")
+        what = f"--device-memory {formats.shown(raw)}"
+        if not sep:
+            default_mem = _size(value, what)
+            continue
+        try:
+            per_mem[dev.strip()] = _size(value, what)
+        except ShareError as e:
+            warnings.append(f"{e}; ignored")
+    if default_n * weight_per_share > formats.WEIGHT_MAX:
+        what = f"--weight-per-share {weight_per_share}"
+        _check_shares(default_n, weight_per_share, what)
+    return Config(default_n, weight_per_share, default_mem, per_n, per_mem,
+                  tuple(only)), warnings
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One advertised GPU."""
+
+    device: Device
+    shares: int
+    memory: int | None  # bytes, None: unknown (no memory limit)
+    memory_from: str  # "device", "sysfs", "default" or ""
+
+    @property
+    def name(self) -> str:
+        return self.device.name
+
+    def ids(self) -> list[str]:
+        return [share_id(self.name, i) for i in range(self.shares)]
+
+    def weight(self, k: int, per_share: int) -> int:
+        return min(k * per_share, formats.WEIGHT_MAX)
+
+    def memory_max(self, k: int) -> int | None:
+        if self.memory is None:
+            return None
+        return max(PAGE, self.memory * k // self.shares // PAGE * PAGE)
+
+
+def vram_size(sysfs_root: Path, dev: Device) -> int | None:
+    """The GPU memory size the driver reports in sysfs, if it does."""
+    try:
+        text = (sysfs_root / "class" / "drm" / dev.name / "device" / VRAM_FILE).read_text()
+        value = int(text.strip())
+    except (OSError, ValueError):
+        return None
+    return value if value >= PAGE else None
+
+
+@dataclass
+class Inventory:
+    """The GPUs advertised now, by render node name."""
+
+    config: Config
+    gpus: dict[str, Gpu] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def device_ids(self) -> list[str]:
+        return [i for g in self.gpus.values() for i in g.ids()]
+
+    def fingerprint(self) -> tuple:
+        return tuple((g.name, g.shares, g.memory) for g in self.gpus.values())
+
+    def gpu_of(self, device_id: str) -> Gpu:
+        name, index = parse_id(device_id)
+        gpu = self.gpus.get(name)
+        if gpu is None or index >= gpu.shares:
+            raise ShareError(f"device ID {device_id} is not advertised (any more): "
+                             f"{name} has {'no shares' if gpu is None else gpu.shares} now")
+        return gpu
+
+    def count(self, device_ids: Iterable[str]) -> dict[str, int]:
+        """Shares per GPU of @device_ids (ShareError for an unknown ID)."""
+        counts: dict[str, int] = {}
+        for device_id in dict.fromkeys(device_ids):
+            gpu = self.gpu_of(device_id)
+            counts[gpu.name] = counts.get(gpu.name, 0) + 1
+        return dict(sorted(counts.items(), key=lambda kv: self.gpus[kv[0]].device.devt))
+
+
+def _resolve_keys(keys: Iterable[str], devices: list[Device], what: str,
+                  warnings: list[str]) -> dict[str, str]:
+    """DEV text -> render node name for the keys that name a present device."""
+    from ..devices import DeviceError, resolve
+
+    out = {}
+    for key in keys:
+        try:
+            out[key] = resolve(key, devices).name
+        except DeviceError as e:
+            warnings.append(f"{what} {key}: {e}; ignored until it appears")
+    return out
+
+
+def build(devices: list[Device], config: Config, sysfs_root: Path = Path("/sys")) -> Inventory:
+    """What to advertise for @devices (render nodes, in order)."""
+    inv = Inventory(config)
+    if config.only:
+        chosen = set(_resolve_keys(config.only, devices, "--device", inv.warnings).values())
+        devices = [d for d in devices if d.name in chosen]
+    n_of = {name: config.device_shares[k] for k, name in _resolve_keys(
+        config.device_shares, devices, "--shares", inv.warnings).items()}
+    mem_of = {name: config.device_memory[k] for k, name in _resolve_keys(
+        config.device_memory, devices, "--device-memory", inv.warnings).items()}
+    for dev in devices:
+        n = n_of.get(dev.name, config.shares)
+        if dev.name in mem_of:
+            memory, source = mem_of[dev.name], "device"
+        elif (found := vram_size(sysfs_root, dev)) is not None:
+            memory, source = found, "sysfs"
+        elif config.memory is not None:
+            memory, source = config.memory, "default"
+        else:
+            memory, source = None, ""
+        inv.gpus[dev.name] = Gpu(dev, n, memory, source)
+    return inv
+
+
+# GetPreferredAllocation --------------------------------------------------------------------
+
+
+def preferred(inv: Inventory, available: Iterable[str], must: Iterable[str],
+              size: int) -> list[str]:
+    """@size IDs from @available that include @must, packed on as few GPUs
+    as possible: the GPU of the must-include IDs if it has room, else the
+    GPU with the fewest free shares that still holds them all (best fit,
+    which keeps whole GPUs free for big requests), else the fullest GPUs
+    first. IDs that are not shares of an advertised GPU come last."""
+    chosen = list(dict.fromkeys(must))
+    free: dict[str | None, list[str]] = {}
+    for device_id in dict.fromkeys(available):
+        if device_id in chosen:
+            continue
+        try:
+            key: str | None = inv.gpu_of(device_id).name
+        except ShareError:
+            key = None
+        free.setdefault(key, []).append(device_id)
+    for ids in free.values():
+        ids.sort(key=lambda i: (len(i), i))
+    need = size - len(chosen)
+    if need <= 0:
+        return chosen
+    homes = []
+    for device_id in chosen:
+        try:
+            homes.append(inv.gpu_of(device_id).name)
+        except ShareError:
+            continue
+    known = [g for g in free if g is not None]
+    fits = sorted((g for g in known if len(free[g]) >= need),
+                  key=lambda g: (g not in homes, len(free[g]), inv.gpus[g].device.devt))
+    rest = sorted((g for g in known if g not in fits),
+                  key=lambda g: (g not in homes, -len(free[g]), inv.gpus[g].device.devt))
+    order: list[str | None] = [*fits, *rest, None]
+    for g in order:
+        take = free.get(g, [])[:need]
+        chosen += take
+        need -= len(take)
+        if need == 0:
+            break
+    return chosen
+
+
+# Allocate ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What one container gets for its shares."""
+
+    shares: dict[str, int]  # render node name -> shares taken
+    cdi_devices: list[str]
+    annotations: dict[str, str]
+
+
+def grant(inv: Inventory, device_ids: Iterable[str]) -> Grant:
+    """The CDI devices and hook annotations for a container's @device_ids
+    (ShareError if one is not advertised)."""
+    ids = list(device_ids)
+    if not ids:
+        raise ShareError("an Allocate request without device IDs")
+    counts = inv.count(ids)
+    weights = [f"{name}={inv.gpus[name].weight(k, inv.config.weight_per_share)}"
+               for name, k in counts.items()]
+    limits = []
+    for name, k in counts.items():
+        limit = inv.gpus[name].memory_max(k)
+        if limit is not None:
+            limits.append(f"{name}={formats.format_size_human(limit)}")
+    annotations = {ann.WEIGHT: ",".join(weights)}
+    if limits:
+        annotations[ann.MEMORY_MAX] = ",".join(limits)
+    return Grant(counts, [cdi.qualified_name(name) for name in counts], annotations)
