@@ -54,7 +54,7 @@ from common import save, table
 
 from pycgpu import formats
 from pycgpu.cgroup import Cgroup, find_mount
-from pycgpu.simgpu import Load, SimGpu, render_nodes
+from pycgpu.simgpu import ClientProcess, Load, SimGpu, render_nodes
 from pycgpu.usage.fdinfo import fd_devnum, parse_fdinfo
 
 JOB_NS = int(os.environ.get("BENCH_SCHED_JOB_NS", "5000000"))
@@ -119,27 +119,12 @@ def _pulse(node: str, cgroup: str, duration_ns: int, pause_s: float, stop, ready
             time.sleep(pause_s)
 
 
-class Pulse:
+class Pulse(ClientProcess):
     """A process in @cgroup that runs one job of @duration_ns, waits for it,
     sleeps @pause_s and so on until stop(): a client that goes idle."""
 
     def __init__(self, node: Path, cgroup: Path, duration_ns: int, pause_s: float) -> None:
-        ctx = multiprocessing.get_context("fork")
-        self._stop, ready = ctx.Event(), ctx.Event()
-        self.proc = ctx.Process(target=_pulse, daemon=True,
-                                args=(str(node), str(cgroup), duration_ns, pause_s,
-                                      self._stop, ready))
-        self.proc.start()
-        if not ready.wait(30):
-            self.stop()
-            raise TimeoutError(f"simgpu pulse client on {node} did not start")
-
-    def stop(self) -> None:
-        self._stop.set()
-        self.proc.join(30)
-        if self.proc.is_alive():
-            self.proc.kill()
-            self.proc.join()
+        super().__init__(_pulse, node, cgroup, duration_ns, pause_s, what="pulse client")
 
 
 def client_busy_ns(pids: list[int], dev: formats.DevT) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import multiprocessing
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -140,22 +141,23 @@ def _saturate(node: str, cgroup: str | None, duration_ns: int, depth: int, prior
         gpu.wait(queued[-1])
 
 
-class Load:
-    """A process in @cgroup that keeps @depth jobs of @duration_ns queued on
-    a simgpu engine until stop(): it saturates the engine on its own."""
+class ClientProcess:
+    """A process running @target(node, cgroup, *args, stop, ready) until
+    stop(): @target joins @cgroup (None: stays), opens @node, sets ready and
+    works until stop is set. The base of the simulated clients of the
+    tests and benchmarks."""
 
-    def __init__(self, node: str | Path, cgroup: str | Path | None, duration_ns: int,
-                 depth: int = 6, priority: int = 0, engine: int = 0) -> None:
+    def __init__(self, target: Callable[..., None], node: str | Path,
+                 cgroup: str | Path | None, *args: object, what: str = "client") -> None:
         ctx = multiprocessing.get_context("fork")
         self._stop, ready = ctx.Event(), ctx.Event()
         self.proc = ctx.Process(
-            target=_saturate, daemon=True,
-            args=(str(node), None if cgroup is None else str(cgroup), duration_ns, depth,
-                  priority, engine, self._stop, ready))
+            target=target, daemon=True,
+            args=(str(node), None if cgroup is None else str(cgroup), *args, self._stop, ready))
         self.proc.start()
         if not ready.wait(30):
             self.stop()
-            raise TimeoutError(f"simgpu load on {node} did not start")
+            raise TimeoutError(f"simgpu {what} on {node} did not start")
 
     def stop(self) -> None:
         self._stop.set()
@@ -163,3 +165,13 @@ class Load:
         if self.proc.is_alive():
             self.proc.kill()
             self.proc.join()
+
+
+class Load(ClientProcess):
+    """A process in @cgroup that keeps @depth jobs of @duration_ns queued on
+    a simgpu engine until stop(): it saturates the engine on its own."""
+
+    def __init__(self, node: str | Path, cgroup: str | Path | None, duration_ns: int,
+                 depth: int = 6, priority: int = 0, engine: int = 0) -> None:
+        super().__init__(_saturate, node, cgroup, duration_ns, depth, priority, engine,
+                         what="load")

@@ -6,7 +6,6 @@ them in a cgroup as separate processes."""
 from __future__ import annotations
 
 import contextlib
-import multiprocessing as mp
 import os
 import time
 from collections.abc import Iterator
@@ -14,7 +13,7 @@ from pathlib import Path
 
 from pycgpu import formats
 from pycgpu.cgroup import Cgroup
-from pycgpu.simgpu import Load, SimGpu
+from pycgpu.simgpu import ClientProcess, Load, SimGpu
 
 JOB_NS = 5_000_000  # 5 ms jobs
 TOLERANCE_PTS = 5.0
@@ -30,28 +29,13 @@ def _shallow(node: str, cgroup: str, duration_ns: int, engine: int, stop, ready)
             gpu.wait(gpu.submit(duration_ns, engine))
 
 
-class Shallow:
+class Shallow(ClientProcess):
     """A process in @cgroup that keeps exactly one job of @duration_ns
     queued on @node until stop()."""
 
     def __init__(self, node: str | Path, cgroup: str | Path, duration_ns: int,
                  engine: int = 0) -> None:
-        ctx = mp.get_context("fork")
-        self._stop, ready = ctx.Event(), ctx.Event()
-        self.proc = ctx.Process(target=_shallow, daemon=True,
-                                args=(str(node), str(cgroup), duration_ns, engine,
-                                      self._stop, ready))
-        self.proc.start()
-        if not ready.wait(30):
-            self.stop()
-            raise TimeoutError(f"shallow client on {node} did not start")
-
-    def stop(self) -> None:
-        self._stop.set()
-        self.proc.join(30)
-        if self.proc.is_alive():
-            self.proc.kill()
-            self.proc.join()
+        super().__init__(_shallow, node, cgroup, duration_ns, engine, what="shallow client")
 
 
 def proc_state(pid: int) -> str:
