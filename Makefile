@@ -4,9 +4,9 @@ SHELL := /bin/bash
 
 PY := .venv/bin/python
 VM := tools/vm.sh run
-PYTEST_VM := $(PY) -m pytest -p no:cacheprovider -ra
+PYTEST_VM := $(PY) -m pytest -p no:cacheprovider -ra --durations=12
 
-.PHONY: help demo test test-host test-vm test-debug lint checkpatch bench bench-% kernel vm-shell vm-run \
+.PHONY: help demo test test-host test-vm test-i915 test-debug lint checkpatch bench bench-% kernel vm-shell vm-run \
 	patches setup venv clean bench-exporter
 
 help: ## this list
@@ -32,6 +32,9 @@ test-host: venv ## host tier: pytest, no root, no VM
 TESTS ?= tests/vm
 test-vm: kernel ## VM tier: pytest as root inside the VM (TESTS='tests/vm/test_memory.py' for a part)
 	$(VM) "$(PYTEST_VM) -m 'not debug' $(TESTS)"
+
+test-i915: kernel ## i915's mock selftests in the VM: the gpucg group, and the stock suite against its baseline
+	$(VM) "$(PYTEST_VM) tests/vm/test_i915.py"
 
 test-debug: setup ## VM tier plus fuzz, stress and fault injection on the debug kernel (KASAN, kmemleak, ...)
 	PYCGPU_FLAVOUR=debug tools/kernel.sh all

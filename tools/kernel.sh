@@ -7,6 +7,7 @@
 #   tools/kernel.sh config       virtme-ng defconfig + kernel/drivers-gpu-cgroup/vm.config
 #                                (+ debug.config with PYCGPU_FLAVOUR=debug, built apart)
 #   tools/kernel.sh build        bzImage and modules, incrementally
+#   tools/kernel.sh w1           the series' C files again with W=1 (warnings fail)
 #   tools/kernel.sh ext          the out-of-tree modules of the top-level Kbuild
 #   tools/kernel.sh export DIR   the series as git format-patch files
 #   tools/kernel.sh checkpatch   scripts/checkpatch.pl --strict on the series
@@ -167,6 +168,24 @@ cmd_build() {
 	} >"$OUT/pycgpu-build.txt"
 }
 
+# The series' C files compiled again with W=1, to assembly only: no object
+# is replaced, so the next build stays incremental. Any warning fails.
+cmd_w1() {
+	local f log=$CACHE/w1$SUFFIX.log
+	local -a targets=()
+	while read -r f; do
+		# files #included by others (i915's selftests) have no object
+		[ -f "$OUT/${f%.c}.o" ] && targets+=("${f%.c}.s")
+	done < <(git -C "$SRC" diff --name-only "$BASE_TAG..HEAD" -- '*.c')
+	[ "${#targets[@]}" -gt 0 ] || return 0
+	run_logged "W=1 on the series' ${#targets[@]} C files" "$log" \
+		make -C "$SRC" O="$OUT" -j"$JOBS" W=1 "${targets[@]}"
+	if grep -q 'warning:' "$log"; then
+		grep 'warning:' "$log" >&2
+		die "the series' C files build with W=1 warnings"
+	fi
+}
+
 # The top-level Kbuild's modules, built in a copy so that no object file
 # lands in the repository (6.12 has no MO=). rsync keeps the mtimes of
 # unchanged files, so this is incremental too.
@@ -216,11 +235,12 @@ cmd_all() {
 	cmd_apply
 	cmd_config
 	cmd_build
+	cmd_w1
 	cmd_ext
 }
 
 case "${1:-all}" in
-	all|prepare|apply|config|build|ext|checkpatch|info) "cmd_${1:-all}" ;;
+	all|prepare|apply|config|build|w1|ext|checkpatch|info) "cmd_${1:-all}" ;;
 	export) shift; cmd_export "$@" ;;
 	*) sed -n '2,/^set/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -27,8 +27,9 @@ vng_args() {
 	local accel=$1
 	printf '%s\n' --run "$OUT" --user root --memory "$MEMORY" --cpus "$CPUS" --cwd "$ROOT"
 	[ "$accel" = tcg ] && printf '%s\n' --disable-kvm
-	# lockdep and the i915 selftests are slow under TCG: no soft-lockup noise
-	printf '%s\n' --append "panic_on_warn=0 softlockup_panic=0 nmi_watchdog=0"
+	# lockdep and the i915 selftests are slow under TCG: no soft-lockup noise;
+	# a log buffer that keeps the whole run, which the host scans for splats
+	printf '%s\n' --append "panic_on_warn=0 softlockup_panic=0 nmi_watchdog=0 log_buf_len=8M"
 	return 0
 }
 

@@ -11,7 +11,9 @@
  * answers "which ready queue runs next" (gpucg_queue_pick()), "does A go
  * before B" (gpucg_queue_before()) and "what share has this queue"
  * (gpucg_queue_share()); the driver reports GPU time with
- * gpucg_queue_start() and gpucg_charge(), or gpucg_charge() alone.
+ * gpucg_queue_start() and gpucg_charge(), or gpucg_queue_charge() alone.
+ * A driver that keeps strict priorities in its own queue composes the
+ * owner's gpucg_client_priority() into them.
  *
  * Registration, creation and teardown of devices, engines and clients, and
  * gpucg_queue_init(), gpucg_client_set_owner() and gpucg_try_charge_mem()
@@ -26,6 +28,7 @@
 #include <linux/rbtree.h>
 #include <linux/types.h>
 
+struct cgroup;
 struct gpucg;
 struct gpucg_client;
 struct gpucg_device;
@@ -87,6 +90,9 @@ int gpucg_try_charge_mem(struct gpucg_device *dev, u64 size,
 void gpucg_uncharge_mem(struct gpucg_pool *pool, u64 size);
 
 struct gpucg_client *gpucg_client_create(struct gpucg_device *dev);
+struct gpucg_client *gpucg_client_create_in(struct gpucg_device *dev,
+					    struct cgroup *cgrp);
+int gpucg_client_priority(struct gpucg_client *client);
 struct gpucg_client *gpucg_client_tryget(struct gpucg_client *client);
 void gpucg_client_put(struct gpucg_client *client);
 void gpucg_client_set_owner(struct gpucg_client *client);
@@ -145,6 +151,17 @@ static inline void gpucg_uncharge_mem(struct gpucg_pool *pool, u64 size)
 static inline struct gpucg_client *gpucg_client_create(struct gpucg_device *dev)
 {
 	return NULL;
+}
+
+static inline struct gpucg_client *
+gpucg_client_create_in(struct gpucg_device *dev, struct cgroup *cgrp)
+{
+	return NULL;
+}
+
+static inline int gpucg_client_priority(struct gpucg_client *client)
+{
+	return 0;
 }
 
 static inline struct gpucg_client *

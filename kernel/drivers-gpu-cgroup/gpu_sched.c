@@ -527,6 +527,25 @@ static void gpucg_client_prepare(struct gpucg_client *client, struct gpucg *cg)
 	mutex_unlock(&gpucg_mutex);
 }
 
+/* A client of @dev owned by @cg, whose reference it takes over. */
+static struct gpucg_client *gpucg_client_new(struct gpucg_device *dev,
+					     struct gpucg *cg)
+{
+	struct gpucg_client *client;
+
+	client = kzalloc(sizeof(*client), GFP_KERNEL);
+	if (!client) {
+		css_put(&cg->css);
+		return ERR_PTR(-ENOMEM);
+	}
+	client->dev = dev;
+	mutex_init(&client->lock);
+	refcount_set(&client->ref, 1);
+	gpucg_client_prepare(client, cg);
+	RCU_INIT_POINTER(client->cg, cg);
+	return client;
+}
+
 /**
  * gpucg_client_create() - a GPU client (a DRM file), owned by current
  * @dev: the device the client uses; NULL gives a NULL client
@@ -536,23 +555,60 @@ static void gpucg_client_prepare(struct gpucg_client *client, struct gpucg *cg)
  */
 struct gpucg_client *gpucg_client_create(struct gpucg_device *dev)
 {
-	struct gpucg_client *client;
-	struct gpucg *cg;
-
 	if (!dev)
 		return NULL;
-	client = kzalloc(sizeof(*client), GFP_KERNEL);
-	if (!client)
-		return ERR_PTR(-ENOMEM);
-	client->dev = dev;
-	mutex_init(&client->lock);
-	refcount_set(&client->ref, 1);
-	cg = css_gpucg(task_get_css(current, gpu_cgrp_id));
-	gpucg_client_prepare(client, cg);
-	RCU_INIT_POINTER(client->cg, cg);
-	return client;
+	return gpucg_client_new(dev, css_gpucg(task_get_css(current, gpu_cgrp_id)));
 }
 EXPORT_SYMBOL_GPL(gpucg_client_create);
+
+/**
+ * gpucg_client_create_in() - a GPU client owned by a cgroup
+ * @dev: the device the client uses; NULL gives a NULL client
+ * @cgrp: the owner: its gpu state, or its nearest ancestor's where the
+ *	  controller is not enabled
+ *
+ * For kernel code that submits on behalf of a cgroup rather than of a task
+ * (a kernel thread cannot join a cgroup), and for selftests. The client
+ * stays with @cgrp unless gpucg_client_set_owner() is called on it.
+ *
+ * Context: process context, may sleep.
+ * Return: the client, NULL, or an ERR_PTR().
+ */
+struct gpucg_client *gpucg_client_create_in(struct gpucg_device *dev,
+					    struct cgroup *cgrp)
+{
+	if (!dev)
+		return NULL;
+	return gpucg_client_new(dev, css_gpucg(cgroup_get_e_css(cgrp, &gpu_cgrp_subsys)));
+}
+EXPORT_SYMBOL_GPL(gpucg_client_create_in);
+
+/**
+ * gpucg_client_priority() - the effective gpu.priority of a client's owner
+ * @client: the client; NULL stands for kernel work
+ *
+ * For drivers that fold the cgroup's priority into their own request
+ * priority. Kernel work and the root cgroup's have priority 0. The answer
+ * is a snapshot: the owner may move, or a priority change, right after.
+ *
+ * Context: any context.
+ * Return: the priority, in [-1023, 1023].
+ */
+int gpucg_client_priority(struct gpucg_client *client)
+{
+	struct gpucg *cg;
+	int prio = 0;
+
+	if (!client)
+		return 0;
+	rcu_read_lock();
+	cg = rcu_dereference(client->cg);
+	if (cg != &gpucg_root)
+		prio = gpucg_priority_effective(cg);
+	rcu_read_unlock();
+	return prio;
+}
+EXPORT_SYMBOL_GPL(gpucg_client_priority);
 
 /**
  * gpucg_client_tryget() - take a reference on a client
@@ -1145,15 +1201,17 @@ out:
 EXPORT_SYMBOL_GPL(gpucg_queue_before);
 
 /**
- * gpucg_queue_share() - the share of the engine @q's cgroup is entitled to
+ * gpucg_queue_share() - the share of the engine @q is entitled to
  * @q: an active queue
  *
- * For firmware schedulers that take a time quantum per queue: the product
- * of weight / sum of the weights of the active siblings in its band, down
- * the path, in units of 1/65536 of the engine. 0 if @q is not active or
- * a higher band is active.
+ * For firmware schedulers that take a time quantum per queue: its cgroup's
+ * share (the product of weight / sum of the weights of the active siblings
+ * in its band, down the path) divided evenly among the cgroup's active
+ * queues, in units of 1/65536 of the engine. 0 if @q is not active or a
+ * higher band is active.
  *
- * Context: any context; takes the engine's lock. O(depth * siblings).
+ * Context: any context; takes the engine's lock. O(depth * siblings +
+ * the cgroup's active queues).
  */
 u32 gpucg_queue_share(struct gpucg_queue *q)
 {
@@ -1161,6 +1219,7 @@ u32 gpucg_queue_share(struct gpucg_queue *q)
 	struct rb_node *n;
 	unsigned long flags;
 	u64 share = 1 << 16, sum;
+	u32 queues = 0;
 
 	if (!q->engine)
 		return 0;
@@ -1178,10 +1237,13 @@ u32 gpucg_queue_share(struct gpucg_queue *q)
 		}
 		if (!e->active || gpucg_first_child(e->parent)->key != e->key) {
 			share = 0;
-			break;
+			goto out;
 		}
 		share = div64_u64(share * gpucg_entity_weight(e), sum);
 	}
+	for (n = rb_first_cached(&q->ent->queues); n; n = rb_next(n))
+		queues++;
+	share /= queues;
 out:
 	spin_unlock_irqrestore(&q->engine->lock, flags);
 	return share;
