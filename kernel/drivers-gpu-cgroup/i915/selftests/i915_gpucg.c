@@ -104,6 +104,20 @@ static struct i915_gem_context *st_context(struct drm_i915_private *i915,
 	return ctx;
 }
 
+/* A mock context of a client owned by the harness's cgroup @name. */
+static struct i915_gem_context *st_context_of(struct drm_i915_private *i915,
+					      const char *name, int prio)
+{
+	struct gpucg_client *client = st_client(i915, name);
+	struct i915_gem_context *ctx;
+
+	if (IS_ERR(client))
+		return ERR_CAST(client);
+	ctx = st_context(i915, client, prio);
+	gpucg_client_put(client);
+	return ctx;
+}
+
 static struct intel_context *st_rcs0(struct i915_gem_context *ctx)
 {
 	return i915_gem_context_get_engine(ctx, RCS0);
@@ -327,14 +341,7 @@ static int igt_gpucg_order(void *arg)
 	if (!i915_selftest.gpucg)
 		return 0;
 	for (w = 0; w < 2; w++) {
-		struct gpucg_client *client = st_client(i915, w ? "w3" : "w1");
-
-		if (IS_ERR(client)) {
-			err = PTR_ERR(client);
-			goto out_ctx;
-		}
-		ctx[w] = st_context(i915, client, 0);
-		gpucg_client_put(client);
+		ctx[w] = st_context_of(i915, w ? "w3" : "w1", 0);
 		if (IS_ERR(ctx[w])) {
 			err = PTR_ERR(ctx[w]);
 			ctx[w] = NULL;
@@ -557,14 +564,7 @@ static int igt_gpucg_quantum(void *arg)
 
 	onstack_fence_init(&fence);
 	for (w = 0; w < 2; w++) {
-		struct gpucg_client *client = st_client(i915, w ? "w3" : "w1");
-
-		if (IS_ERR(client)) {
-			err = PTR_ERR(client);
-			goto out;
-		}
-		ctx[w] = st_context(i915, client, 0);
-		gpucg_client_put(client);
+		ctx[w] = st_context_of(i915, w ? "w3" : "w1", 0);
 		if (IS_ERR(ctx[w])) {
 			err = PTR_ERR(ctx[w]);
 			ctx[w] = NULL;
