@@ -24,14 +24,14 @@ kernel: setup ## build the patched kernel and the out-of-tree modules (increment
 demo: kernel ## build, boot the VM and show the controller at work
 	$(VM) "$(PY) tools/demo.py"
 
-test: lint test-host test-vm ## every test tier
+test: lint test-host test-vm test-i915 ## every test tier
 
 test-host: venv ## host tier: pytest, no root, no VM
 	$(PY) -m pytest tests/host
 
 TESTS ?= tests/vm
 test-vm: kernel ## VM tier: pytest as root inside the VM (TESTS='tests/vm/test_memory.py' for a part)
-	$(VM) "$(PYTEST_VM) -m 'not debug' $(TESTS)"
+	$(VM) "$(PYTEST_VM) -m 'not debug and not i915' $(TESTS)"
 
 test-i915: kernel ## i915's mock selftests in the VM: the gpucg group, and the stock suite against its baseline
 	$(VM) "$(PYTEST_VM) tests/vm/test_i915.py"

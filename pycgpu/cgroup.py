@@ -161,6 +161,20 @@ def _missing_file(path: Path) -> str:
     return "no such file"
 
 
+def delegated_to_caller(path: Path) -> bool:
+    """Is @path an interface file (not one of the delegation files) of a
+    cgroup whose directory the caller owns, while the file is not the
+    caller's: the root of a subtree delegated to it (cgroup v2 delegation
+    hands over the directory, cgroup.procs, cgroup.threads and
+    cgroup.subtree_control, never the controllers' files)?"""
+    try:
+        uid = os.geteuid()
+        return (uid != 0 and path.parent.stat().st_uid == uid
+                and path.stat().st_uid != uid)
+    except OSError:
+        return False
+
+
 def _refusal(e: OSError, path: Path, value: str) -> CgroupError:
     code = e.errno or 0
     if code == errno.ENOENT:
@@ -172,6 +186,10 @@ def _refusal(e: OSError, path: Path, value: str) -> CgroupError:
                "(gpu.stat shows sched=0 for it): a weight could not act there")
     elif code == errno.EBUSY and path.name == "cgroup.subtree_control":
         why = "busy (the group has processes: move them into a leaf group first)"
+    elif code in (errno.EACCES, errno.EPERM) and delegated_to_caller(path):
+        why = (f"permission denied: {path.parent} is delegated to you, and a delegated "
+               f"group's own {path.name} is set by the owner of its parent; you may set "
+               f"it on the groups you create below it")
     else:
         why = _REASONS.get(code, e.strerror or str(e))
     return CgroupError(code, f"writing {value!r} to {path}: {why}")

@@ -14,6 +14,7 @@ groups it created, disables ``gpu`` where it enabled it) and raises
 from __future__ import annotations
 
 import errno
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -248,10 +249,14 @@ def _priority_plan(cg: Cgroup, settings: Settings, raise_ancestors: bool,
     cap = ceiling(cg)
     if cap is not None and cap[0] < want:
         value, level = cap
+        if os.access(level.path / PRIORITY, os.W_OK):
+            fix = f"fix: add --raise-ancestors, or pycgpu set {level.name} --priority {want}"
+        else:
+            fix = (f"only the owner of {level.name}'s parent can raise it: a delegated "
+                   f"subtree can lower its priority, never raise it")
         plan.warnings.append(
             f"{cg.name} gets priority {want} but its effective priority stays {value}: "
-            f"ancestor {level.name} has gpu.priority {value} (fix: add --raise-ancestors, "
-            f"or pycgpu set {level.name} --priority {want})")
+            f"ancestor {level.name} has gpu.priority {value} ({fix})")
 
 
 def _missing_knob(cg: Cgroup, name: str) -> Unavailable:

@@ -58,7 +58,7 @@ def refused(e: OSError, path: str | None = None) -> Refused:
     """A one-line message for a refusal: what, why, and the fix."""
     msg = str(e.strerror or e)
     hint = _HINTS.get(e.errno or 0)
-    if hint:
+    if hint and "is delegated to you" not in msg:  # that message says who may
         hint = hint.replace("PATH", path or "PATH")
         msg = f"{msg} (fix: {hint})"
     return Refused(msg)

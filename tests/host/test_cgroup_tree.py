@@ -1,6 +1,7 @@
 """pycgpu.cgroup against a fake cgroup tree (plain files in a temporary directory)."""
 
 import errno
+import os
 
 import pytest
 
@@ -69,3 +70,30 @@ def test_write_refusal_names_file_and_value(tmp_path):
     cg = Cgroup(root, "missing")
     with pytest.raises(CgroupError, match=r"writing '5' to .*missing/gpu.priority"):
         cg.set_priority(5)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
+def test_refusal_on_a_delegated_group_says_who_may_set_it(tmp_path, monkeypatch):
+    """The caller owns the directory (delegated to it) but not its gpu.*
+    files: the refusal says the parent's owner sets them, and where the
+    caller may."""
+    root = make_fake_root(tmp_path)
+    (root / "team").mkdir()
+    (root / "team" / "gpu.weight").write_text("default 100\n")
+    os.chown(root / "team", 1000, 1000)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+
+    def denied(path, data):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr("pycgpu.cgroup._write_file", denied)
+    with pytest.raises(CgroupError) as e:
+        Cgroup(root, "team").write("gpu.weight", "500")
+    assert e.value.errno == errno.EACCES
+    assert str(e.value).endswith(
+        f"{root / 'team'} is delegated to you, and a delegated group's own gpu.weight is set "
+        f"by the owner of its parent; you may set it on the groups you create below it")
+    # not delegated: the plain reason
+    os.chown(root / "team", 0, 0)
+    with pytest.raises(CgroupError, match=r"gpu\.weight: permission denied$"):
+        Cgroup(root, "team").write("gpu.weight", "500")
