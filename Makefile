@@ -38,7 +38,7 @@ test-i915: kernel ## i915's mock selftests in the VM: the gpucg group, and the s
 
 test-debug: setup ## VM tier plus fuzz, stress and fault injection on the debug kernel (KASAN, kmemleak, ...)
 	PYCGPU_FLAVOUR=debug tools/kernel.sh all
-	PYCGPU_FLAVOUR=debug PYCGPU_VM_TIMEOUT=5400 $(VM) "$(PYTEST_VM) $(TESTS)"
+	PYCGPU_FLAVOUR=debug PYCGPU_VM_TIMEOUT=5400 $(VM) "$(PYTEST_VM) -m 'not i915' $(TESTS)"
 
 lint: venv ## ruff on the Python code
 	.venv/bin/ruff check pycgpu tests tools bench

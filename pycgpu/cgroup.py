@@ -29,6 +29,11 @@ class CgroupError(OSError):
     """A cgroup operation the kernel refused; the message names the file and the value."""
 
 
+class DelegatedRefusal(CgroupError):
+    """A write to a delegated group's own interface file: the message says
+    who may set it, so no generic fix applies."""
+
+
 class InvalidPath(ValueError):
     """A cgroup path pycgpu refuses before touching anything: ``..``, a
     component the kernel cannot take, or an absolute path outside the root."""
@@ -169,8 +174,7 @@ def delegated_to_caller(path: Path) -> bool:
     cgroup.subtree_control, never the controllers' files)?"""
     try:
         uid = os.geteuid()
-        return (uid != 0 and path.parent.stat().st_uid == uid
-                and path.stat().st_uid != uid)
+        return path.parent.stat().st_uid == uid and path.stat().st_uid != uid
     except OSError:
         return False
 
@@ -187,9 +191,10 @@ def _refusal(e: OSError, path: Path, value: str) -> CgroupError:
     elif code == errno.EBUSY and path.name == "cgroup.subtree_control":
         why = "busy (the group has processes: move them into a leaf group first)"
     elif code in (errno.EACCES, errno.EPERM) and delegated_to_caller(path):
-        why = (f"permission denied: {path.parent} is delegated to you, and a delegated "
-               f"group's own {path.name} is set by the owner of its parent; you may set "
-               f"it on the groups you create below it")
+        return DelegatedRefusal(
+            code, f"writing {value!r} to {path}: {_REASONS[code]}: {path.parent} is delegated "
+            f"to you, and a delegated group's own {path.name} is set by the owner of its "
+            f"parent; you may set it on the groups you create below it")
     else:
         why = _REASONS.get(code, e.strerror or str(e))
     return CgroupError(code, f"writing {value!r} to {path}: {why}")

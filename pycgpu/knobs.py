@@ -14,12 +14,11 @@ groups it created, disables ``gpu`` where it enabled it) and raises
 from __future__ import annotations
 
 import errno
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import formats
-from .cgroup import CONTROLLER, Cgroup, CgroupError
+from .cgroup import CONTROLLER, Cgroup, CgroupError, delegated_to_caller
 from .formats import DevT
 
 WEIGHT, PRIORITY, MEMORY_MAX = "gpu.weight", "gpu.priority", "gpu.memory.max"
@@ -249,11 +248,11 @@ def _priority_plan(cg: Cgroup, settings: Settings, raise_ancestors: bool,
     cap = ceiling(cg)
     if cap is not None and cap[0] < want:
         value, level = cap
-        if os.access(level.path / PRIORITY, os.W_OK):
-            fix = f"fix: add --raise-ancestors, or pycgpu set {level.name} --priority {want}"
-        else:
+        if delegated_to_caller(level.path / PRIORITY):
             fix = (f"only the owner of {level.name}'s parent can raise it: a delegated "
                    f"subtree can lower its priority, never raise it")
+        else:
+            fix = f"fix: add --raise-ancestors, or pycgpu set {level.name} --priority {want}"
         plan.warnings.append(
             f"{cg.name} gets priority {want} but its effective priority stays {value}: "
             f"ancestor {level.name} has gpu.priority {value} ({fix})")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..cgroup import Cgroup, CgroupError, InvalidPath, find_mount, resolve_path
+from ..cgroup import Cgroup, CgroupError, DelegatedRefusal, InvalidPath, find_mount, resolve_path
 from ..formats import DevT
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ def refused(e: OSError, path: str | None = None) -> Refused:
     """A one-line message for a refusal: what, why, and the fix."""
     msg = str(e.strerror or e)
     hint = _HINTS.get(e.errno or 0)
-    if hint and "is delegated to you" not in msg:  # that message says who may
+    if hint and not isinstance(e, DelegatedRefusal):  # that one says who may
         hint = hint.replace("PATH", path or "PATH")
         msg = f"{msg} (fix: {hint})"
     return Refused(msg)

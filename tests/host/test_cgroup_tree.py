@@ -90,6 +90,10 @@ def test_refusal_on_a_delegated_group_says_who_may_set_it(tmp_path, monkeypatch)
     with pytest.raises(CgroupError) as e:
         Cgroup(root, "team").write("gpu.weight", "500")
     assert e.value.errno == errno.EACCES
+    from pycgpu.cgroup import DelegatedRefusal
+    from pycgpu.commands.common import refused
+    assert isinstance(e.value, DelegatedRefusal)
+    assert "(fix:" not in refused(e.value).message
     assert str(e.value).endswith(
         f"{root / 'team'} is delegated to you, and a delegated group's own gpu.weight is set "
         f"by the owner of its parent; you may set it on the groups you create below it")

@@ -1,9 +1,10 @@
 """Delegation (cgroup v2): a real unprivileged user (uid 65534) owning a
 delegated subtree, that is the directory, cgroup.procs, cgroup.threads and
-cgroup.subtree_control chowned to it, cannot set its own group's gpu.*
-files, cannot raise its effective priority or leave its subtree by any
-sequence of writes and moves, cannot exceed an ancestor's memory limit by
-creating children, and pycgpu tells it what it may and may not change."""
+cgroup.subtree_control chowned to it, cannot write its own group's gpu.*
+files (kernfs gives it only the delegation files), cannot raise its
+effective priority or leave its subtree by any sequence of writes and
+moves, cannot exceed an ancestor's memory limit by creating children, and
+pycgpu tells it what it may and may not change."""
 
 from __future__ import annotations
 
