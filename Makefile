@@ -40,8 +40,9 @@ test-debug: setup ## VM tier plus fuzz, stress and fault injection on the debug 
 	PYCGPU_FLAVOUR=debug tools/kernel.sh all
 	PYCGPU_FLAVOUR=debug PYCGPU_VM_TIMEOUT=5400 $(VM) "$(PYTEST_VM) -m 'not i915' $(TESTS)"
 
-lint: venv ## ruff on the Python code
+lint: venv ## ruff and mypy --strict on the Python code
 	.venv/bin/ruff check pycgpu tests tools bench
+	.venv/bin/mypy --strict pycgpu
 
 checkpatch: setup ## scripts/checkpatch.pl --strict on the series
 	tools/kernel.sh checkpatch

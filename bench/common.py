@@ -1,4 +1,5 @@
-"""Shared helpers for the benchmarks: result files and tables."""
+"""Shared helpers for the benchmarks: result files and tables; and tests/ on
+sys.path."""
 
 from __future__ import annotations
 
@@ -6,10 +7,18 @@ import json
 import os
 import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
+
+# The simulated GPU's bindings and the buffer ioctls (tests/simgpu.py,
+# tests/drmtest.py) are test code, not part of pycgpu: every benchmark
+# imports this module first, and then imports those as `simgpu`, `drmtest`.
+TESTS = Path(__file__).resolve().parent.parent / "tests"
+if str(TESTS) not in sys.path:
+    sys.path.append(str(TESTS))
 
 
 def median(values: list[float]) -> float:

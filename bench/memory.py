@@ -16,10 +16,11 @@ import time
 import uuid
 from pathlib import Path
 
-from common import median, save, table
+from common import median, save, table  # first: it puts tests/ on sys.path
+from drmtest import BufferNode
 
 from pycgpu.cgroup import Cgroup, find_mount
-from pycgpu.drm import DrmNode, driver_version
+from pycgpu.drm import driver_version
 
 OPS = int(os.environ.get("BENCH_MEMORY_OPS", "4000"))
 ROUNDS = int(os.environ.get("BENCH_MEMORY_ROUNDS", "7"))
@@ -42,7 +43,7 @@ def vgem_nodes() -> tuple[Path, str]:
 
 def _loop(cgroup: Path, card: Path, ops: int, out) -> None:
     (cgroup / "cgroup.procs").write_text(str(os.getpid()))
-    with DrmNode(card) as drm:
+    with BufferNode(card) as drm:
         for _ in range(50):  # warm up
             drm.destroy_dumb(drm.create_dumb(1024, 1, 32).handle)
         t0 = time.perf_counter_ns()

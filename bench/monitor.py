@@ -33,7 +33,7 @@ import time
 import uuid
 from pathlib import Path
 
-from common import median, save, table
+from common import median, save, table  # first: it puts tests/ on sys.path
 
 from pycgpu.cgroup import Cgroup, find_mount
 from pycgpu.formats import FormatError
@@ -119,7 +119,7 @@ def spawn_sleepers(n: int, node: Path | None, budget_s: float,
     clients = 0
     env = {"PATH": "/usr/bin:/bin"}
     if node is not None:
-        from pycgpu.simgpu import SimGpu
+        from simgpu import SimGpu
 
         for i in range(HOLDERS):
             with SimGpu(node) as gpu:  # give each client some GPU time
@@ -197,7 +197,7 @@ def main() -> int:
     assert groups >= len(containers), (groups, len(containers))
 
     try:
-        from pycgpu.simgpu import render_nodes
+        from simgpu import render_nodes
 
         nodes = render_nodes()
     except Exception:

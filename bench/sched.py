@@ -50,11 +50,11 @@ import time
 import uuid
 from pathlib import Path
 
-from common import save, table
+from common import save, table  # first: it puts tests/ on sys.path
+from simgpu import ClientProcess, Load, SimGpu, render_nodes
 
 from pycgpu import formats
 from pycgpu.cgroup import Cgroup, find_mount
-from pycgpu.simgpu import ClientProcess, Load, SimGpu, render_nodes
 from pycgpu.usage.fdinfo import fd_devnum, parse_fdinfo
 
 JOB_NS = int(os.environ.get("BENCH_SCHED_JOB_NS", "5000000"))

@@ -15,7 +15,13 @@ id              question
 ==============  ===================================================================
 
 A finding's status is ``ok``, ``problem`` (with a ``fix``: a command to run)
-or ``info``. All paths are injectable so tests run on fake trees.
+or ``info``. The fixes fit the host: systemd's kernel parameter and steps
+only where systemd booted the host (``/run/systemd/system``, as
+sd_booted(3) tests), a GRUB edit only where ``/etc/default/grub`` exists
+(else the kernel command line of whatever boot loader there is), and
+``make kernel`` only in a checkout of pycgpu's repository (else: build a
+kernel with the patch series from it). All paths are injectable so tests
+run on fake trees and fake hosts.
 """
 
 from __future__ import annotations
@@ -36,15 +42,38 @@ class Finding:
     fix: str | None = None
 
 
+# the patch series next to the package in a checkout of pycgpu's repository
+# (absent from an installed wheel)
+CHECKOUT_SERIES = Path(__file__).resolve().parent.parent / "kernel" / "drivers-gpu-cgroup"
+
+
 @dataclass(frozen=True)
 class Host:
     """Where to look: the real /proc by default; ``cgroup_root`` set means a
-    tree given by the user (``--cgroup-root``), used without the mount table."""
+    tree given by the user (``--cgroup-root``), used without the mount table.
+    ``systemd_run`` exists when systemd booted the host, ``grub_default``
+    when GRUB is its boot loader, ``checkout_series`` when pycgpu runs from
+    a checkout of its repository (``make kernel`` is there)."""
 
     cgroup_root: Path | None = None
     mountinfo: Path = Path("/proc/self/mountinfo")
     proc_cgroups: Path = Path("/proc/cgroups")
     pid1_comm: Path = Path("/proc/1/comm")
+    systemd_run: Path = Path("/run/systemd/system")
+    grub_default: Path = Path("/etc/default/grub")
+    checkout_series: Path = CHECKOUT_SERIES
+
+    @property
+    def systemd_booted(self) -> bool:
+        return self.systemd_run.is_dir()
+
+    @property
+    def grub(self) -> bool:
+        return self.grub_default.is_file()
+
+    @property
+    def checkout(self) -> bool:
+        return self.checkout_series.is_dir()
 
 
 @dataclass
@@ -82,11 +111,43 @@ def _echo_gpu(files: list[Path]) -> str:
     return f"sudo sh -c {shlex.quote(inner)}"
 
 
-GRUB_FIX = (
-    "add {arg} to the kernel command line and reboot, e.g. "
-    "sudo sed -i 's/^GRUB_CMDLINE_LINUX=\"/&{arg} /' /etc/default/grub "
-    "&& sudo update-grub && sudo reboot"
-)
+def _add_to_cmdline(host: Host, arg: str) -> str:
+    """The fix that adds @arg to the kernel command line: GRUB's file where
+    the host has one, else the boot loader's configuration."""
+    if not host.grub:
+        return f"add {arg} to the kernel command line of your boot loader and reboot"
+    grub = shlex.quote(str(host.grub_default))
+    return (f"add {arg} to the kernel command line and reboot, e.g. "
+            f"sudo sed -i 's/^GRUB_CMDLINE_LINUX=\"/&{arg} /' {grub} "
+            "&& sudo update-grub && sudo reboot")
+
+
+def _remove_from_cmdline(host: Host, arg: str) -> str:
+    if not host.grub:
+        return f"remove {arg} from the kernel command line of your boot loader and reboot"
+    return (f"remove {arg} from GRUB_CMDLINE_LINUX in {host.grub_default}, "
+            "then sudo update-grub && sudo reboot")
+
+
+def _unified_fix(host: Host) -> str:
+    """Make a v1/hybrid host pure v2: systemd's parameter where systemd
+    booted it, else the kernel's own (v1 hierarchies get no controller)."""
+    if host.systemd_booted:
+        return _add_to_cmdline(host, "systemd.unified_cgroup_hierarchy=1")
+    return ("have the init system mount cgroup2 only, at /sys/fs/cgroup (OpenRC: "
+            "rc_cgroup_mode=\"unified\" in /etc/rc.conf), and "
+            + _add_to_cmdline(host, "cgroup_no_v1=all"))
+
+
+def _kernel_fix(host: Host) -> str:
+    """Get a kernel with the controller: ``make kernel`` in a checkout,
+    the patch series from the repository otherwise (a pip install)."""
+    if host.checkout:
+        return ("boot a kernel built with the pycgpu patch series (CONFIG_CGROUP_GPU=y): "
+                "make kernel, see README")
+    return ("boot a kernel built with the pycgpu patch series (CONFIG_CGROUP_GPU=y): take the "
+            "series from kernel/drivers-gpu-cgroup/ of pycgpu's source repository (its README "
+            "tells how to apply it to Linux 6.12) and build the kernel with it")
 
 
 def _check_mount(host: Host, report: Report) -> Path | None:
@@ -111,7 +172,7 @@ def _check_mount(host: Host, report: Report) -> Path | None:
             "cgroup2", PROBLEM,
             f"cgroup v1/hybrid host: v1 hierarchies ({', '.join(v1_controllers)}), {where}; "
             "container runtimes use v1 here and ignore gpu.*",
-            GRUB_FIX.format(arg="systemd.unified_cgroup_hierarchy=1"),
+            _unified_fix(host),
         ))
         return Path(v2[0]) if v2 else None
     if not v2:
@@ -142,8 +203,7 @@ def _check_controller(host: Host, root: Path, report: Report) -> bool:
     if entry is not None and entry[1] == 0:
         finding = Finding(
             "gpu", PROBLEM, "the gpu controller is disabled on the kernel command line",
-            "remove cgroup_disable=gpu from GRUB_CMDLINE_LINUX in /etc/default/grub, "
-            "then sudo update-grub && sudo reboot",
+            _remove_from_cmdline(host, "cgroup_disable=gpu"),
         )
     elif entry is not None and entry[0] != 0:
         finding = Finding(
@@ -154,8 +214,7 @@ def _check_controller(host: Host, root: Path, report: Report) -> bool:
         finding = Finding(
             "gpu", PROBLEM,
             f"no gpu controller in {root}/cgroup.controllers: kernel without CONFIG_CGROUP_GPU",
-            "boot a kernel built with the pycgpu patch series (CONFIG_CGROUP_GPU=y): "
-            "make kernel, see README",
+            _kernel_fix(host),
         )
     report.findings.append(finding)
     return False
@@ -187,7 +246,9 @@ def _check_path(root: Path, path: str, report: Report) -> None:
 
 
 def _systemd_managed(host: Host, root: Path) -> bool:
-    return (root / "init.scope").is_dir() or (_read(host.pid1_comm) or "").strip() == "systemd"
+    """systemd booted the host and runs the tree (its init.scope, or pid 1)."""
+    return host.systemd_booted and (
+        (root / "init.scope").is_dir() or (_read(host.pid1_comm) or "").strip() == "systemd")
 
 
 def _check_systemd(host: Host, root: Path, gpu_ok: bool, report: Report) -> None:

@@ -9,11 +9,11 @@ schemas are imported by the commands that use them.
 Exit codes (also in ``pycgpu --help``):
 
 - 0: success
-- 1: the kernel or the system refused or lacks something (invalid or
-  out-of-range value, permission, gpu controller or knob missing); a
-  create/set has been rolled back
-- 2: usage error (bad option value, unknown device, missing cgroup);
-  nothing was written
+- 1: the kernel or the system refused or lacks something (a value the
+  kernel rejects, permission, gpu controller or knob missing, a gpu.* file
+  that does not parse); a create/set has been rolled back
+- 2: usage error (a malformed or out-of-range option value, unknown device,
+  missing cgroup); nothing was written
 - 3: ``pycgpu check`` found problems
 - ``pycgpu exec``: the command's own status; 126 it cannot be executed,
   127 it was not found
@@ -44,9 +44,10 @@ from .commands.common import State
 EPILOG = """\b
 Exit codes:
   0  success
-  1  the kernel or the system refused or lacks something (invalid or out-of-range
-     value, permission, gpu controller or knob missing); create/set rolled back
-  2  usage error: bad option value, unknown device or cgroup; nothing written
+  1  the kernel or the system refused or lacks something (a value the kernel
+     rejects, permission, gpu controller or knob missing); create/set rolled back
+  2  usage error: a malformed or out-of-range value, unknown device or cgroup;
+     nothing written
   3  pycgpu check found problems
   exec passes the command's status through (126: cannot execute, 127: not found)
 

@@ -243,7 +243,7 @@ class Resolver:
         return paths
 
     @staticmethod
-    def _load(path: Path) -> dict | None:
+    def _load(path: Path) -> dict[str, object] | None:
         try:
             with open(path, "rb") as f:
                 doc = json.load(f)
@@ -255,15 +255,19 @@ class Resolver:
         doc = self._load(path)
         if doc is None:
             return None, None, None
-        return _from_annotations(doc.get("annotations") or {})
+        return _from_annotations(doc.get("annotations"))
 
     def _docker(self, cid: str) -> tuple[str | None, str | None, str | None]:
         doc = self._load(self.root / "var/lib/docker/containers" / cid / "config.v2.json")
         if doc is None:
             return None, None, None
-        labels = (doc.get("Config") or {}).get("Labels") or {}
-        name, pod, namespace = _from_annotations(labels)
-        return name or (doc.get("Name") or "").lstrip("/") or None, pod, namespace
+        config = doc.get("Config")
+        name, pod, namespace = _from_annotations(
+            config.get("Labels") if isinstance(config, dict) else None)
+        docker_name = doc.get("Name")
+        if not name and isinstance(docker_name, str):
+            name = docker_name.lstrip("/") or None
+        return name, pod, namespace
 
     def _podman(self, cid: str) -> tuple[str | None, str | None, str | None]:
         now = time.monotonic()
@@ -280,17 +284,23 @@ class Resolver:
                 except (OSError, ValueError):
                     continue
                 for entry in doc if isinstance(doc, list) else []:
-                    names = entry.get("names") or []
-                    if entry.get("id") and names:
-                        self._podman_names[entry["id"]] = names[0]
+                    if not isinstance(entry, dict):
+                        continue
+                    entry_id, names = entry.get("id"), entry.get("names")
+                    if (isinstance(entry_id, str) and entry_id and isinstance(names, list) and names
+                            and isinstance(names[0], str)):
+                        self._podman_names[entry_id] = names[0]
         return self._podman_names.get(cid), None, None
 
 
-def _from_annotations(a: dict) -> tuple[str | None, str | None, str | None]:
+def _from_annotations(a: object) -> tuple[str | None, str | None, str | None]:
+    """(name, pod, namespace) from OCI annotations or Docker labels: a JSON
+    object of strings (anything else, from a damaged file, names nothing)."""
+    if not isinstance(a, dict):
+        return None, None, None
     for keys in _CRI_ANNOTATIONS:
-        values = tuple(a.get(k) or None for k in keys)
-        if any(values):
-            name, pod, ns = values
+        name, pod, ns = (v if isinstance(v := a.get(k), str) and v else None for k in keys)
+        if name or pod or ns:
             if name is None and a.get("io.kubernetes.cri.container-type") == "sandbox":
                 name = "POD"
             return name, pod, ns

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,6 +57,15 @@ class Device:
         """``renderD128 (226:128, i915, 0000:00:02.0)``"""
         extra = [str(self.devt)] + [x for x in (self.driver, self.pci_address) if x]
         return f"{self.name} ({', '.join(extra)})"
+
+
+def label(devt: DevT, names: Mapping[DevT, str]) -> str:
+    """How human-readable output names a device where its key matters:
+    the render node with its MAJ:MIN, ``renderD128 (226:128)``; the MAJ:MIN
+    alone for a device without a known render node (@names: render node
+    names by device number)."""
+    name = names.get(devt)
+    return f"{name} ({devt})" if name else str(devt)
 
 
 def _read(path: Path) -> str | None:

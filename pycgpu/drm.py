@@ -23,17 +23,15 @@ nr``, type ``'d'``). On x86_64:
 ioctl                                 number      argument
 ====================================  ==========  ================================
 DRM_IOCTL_VERSION                     0xC0406400  struct drm_version (64 bytes)
-DRM_IOCTL_GEM_CLOSE                   0x40086409  struct drm_gem_close (8)
-DRM_IOCTL_PRIME_HANDLE_TO_FD          0xC00C642D  struct drm_prime_handle (12)
-DRM_IOCTL_PRIME_FD_TO_HANDLE          0xC00C642E  struct drm_prime_handle (12)
-DRM_IOCTL_MODE_CREATE_DUMB            0xC02064B2  struct drm_mode_create_dumb (32)
-DRM_IOCTL_MODE_DESTROY_DUMB           0xC00464B4  struct drm_mode_destroy_dumb (4)
 ====================================  ==========  ================================
 
+That is the only ioctl pycgpu itself needs (the driver of a render node).
+The test suite and the benchmarks declare more on the same :data:`ffi` and
+register their names in :data:`IOCTL_NAMES` (``tests/drmtest.py``: dumb
+buffers, PRIME, GEM_CLOSE; ``tests/simgpu.py``: the simulated GPU).
+
 Every failure is a :class:`DrmError` (an :class:`OSError`) that names the
-node and the ioctl. Dumb buffers need a node of a KMS-capable driver; on vgem
-they are created on the card node (``/dev/dri/cardN``), whose GEM objects the
-render node shares through PRIME.
+node and the ioctl.
 """
 
 from __future__ import annotations
@@ -43,7 +41,7 @@ import fcntl
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from cffi import FFI
 
@@ -60,27 +58,6 @@ ffi.cdef(
         char *date;
         size_t desc_len;
         char *desc;
-    };
-    struct drm_gem_close {
-        uint32_t handle;
-        uint32_t pad;
-    };
-    struct drm_prime_handle {
-        uint32_t handle;
-        uint32_t flags;
-        int32_t fd;
-    };
-    struct drm_mode_create_dumb {
-        uint32_t height;
-        uint32_t width;
-        uint32_t bpp;
-        uint32_t flags;
-        uint32_t handle;
-        uint32_t pitch;
-        uint64_t size;
-    };
-    struct drm_mode_destroy_dumb {
-        uint32_t handle;
     };
     """
 )
@@ -115,24 +92,11 @@ def _iowr(nr: int, struct: str) -> int:
 
 
 DRM_IOCTL_VERSION = _iowr(0x00, "struct drm_version")
-DRM_IOCTL_GEM_CLOSE = _iow(0x09, "struct drm_gem_close")
-DRM_IOCTL_PRIME_HANDLE_TO_FD = _iowr(0x2D, "struct drm_prime_handle")
-DRM_IOCTL_PRIME_FD_TO_HANDLE = _iowr(0x2E, "struct drm_prime_handle")
-DRM_IOCTL_MODE_CREATE_DUMB = _iowr(0xB2, "struct drm_mode_create_dumb")
-DRM_IOCTL_MODE_DESTROY_DUMB = _iowr(0xB4, "struct drm_mode_destroy_dumb")
 
-IOCTL_NAMES = {
+# request -> name, for DrmError (modules that declare more ioctls add theirs)
+IOCTL_NAMES: dict[int, str] = {
     DRM_IOCTL_VERSION: "DRM_IOCTL_VERSION",
-    DRM_IOCTL_GEM_CLOSE: "DRM_IOCTL_GEM_CLOSE",
-    DRM_IOCTL_PRIME_HANDLE_TO_FD: "DRM_IOCTL_PRIME_HANDLE_TO_FD",
-    DRM_IOCTL_PRIME_FD_TO_HANDLE: "DRM_IOCTL_PRIME_FD_TO_HANDLE",
-    DRM_IOCTL_MODE_CREATE_DUMB: "DRM_IOCTL_MODE_CREATE_DUMB",
-    DRM_IOCTL_MODE_DESTROY_DUMB: "DRM_IOCTL_MODE_DESTROY_DUMB",
 }
-
-# drm.h: flags of DRM_IOCTL_PRIME_HANDLE_TO_FD
-DRM_CLOEXEC = os.O_CLOEXEC
-DRM_RDWR = os.O_RDWR
 
 
 class DrmError(OSError):
@@ -160,15 +124,6 @@ class DrmVersion:
         return f"{self.major}.{self.minor}.{self.patchlevel}"
 
 
-@dataclass(frozen=True)
-class DumbBuffer:
-    """A dumb buffer: its GEM handle, bytes per row and total bytes."""
-
-    handle: int
-    pitch: int
-    size: int
-
-
 class DrmNode:
     """An open DRM device node (``/dev/dri/renderD*`` or ``/dev/dri/card*``).
 
@@ -182,7 +137,7 @@ class DrmNode:
         except OSError as e:
             raise DrmError(e.errno or errno.EIO, self.path, "open") from None
 
-    def __enter__(self) -> DrmNode:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -193,7 +148,7 @@ class DrmNode:
             os.close(self.fd)
             self.fd = -1
 
-    def ioctl(self, request: int, arg: Any) -> None:
+    def ioctl(self, request: int, arg: FFI.CData) -> None:
         """Issue @request with the cffi struct pointer @arg, retrying like
         libdrm's drmIoctl() when interrupted."""
         buf = ffi.buffer(arg)
@@ -208,14 +163,16 @@ class DrmNode:
                 raise DrmError(e.errno or errno.EIO, self.path, name) from None
 
     def version(self) -> DrmVersion:
-        v = ffi.new("struct drm_version *")
+        # Any: cffi resolves a struct's fields at run time
+        v: Any = ffi.new("struct drm_version *")
         self.ioctl(DRM_IOCTL_VERSION, v)  # first call: the string lengths
         bufs = [ffi.new("char[]", n + 1) for n in (v.name_len, v.date_len, v.desc_len)]
         v.name, v.date, v.desc = bufs
         self.ioctl(DRM_IOCTL_VERSION, v)
 
-        def text(ptr: Any, n: int) -> str:
-            return ffi.string(ptr, n).decode(errors="replace")
+        def text(ptr: FFI.CData, n: int) -> str:
+            raw = ffi.string(ptr, n)  # bytes for a char array
+            return raw.decode(errors="replace") if isinstance(raw, bytes) else raw
 
         return DrmVersion(
             name=text(v.name, v.name_len),
@@ -225,31 +182,6 @@ class DrmNode:
             date=text(v.date, v.date_len),
             desc=text(v.desc, v.desc_len),
         )
-
-    def create_dumb(self, width: int, height: int, bpp: int = 32) -> DumbBuffer:
-        arg = ffi.new("struct drm_mode_create_dumb *", {"width": width, "height": height,
-                                                        "bpp": bpp})
-        self.ioctl(DRM_IOCTL_MODE_CREATE_DUMB, arg)
-        return DumbBuffer(handle=arg.handle, pitch=arg.pitch, size=arg.size)
-
-    def destroy_dumb(self, handle: int) -> None:
-        self.ioctl(DRM_IOCTL_MODE_DESTROY_DUMB,
-                   ffi.new("struct drm_mode_destroy_dumb *", {"handle": handle}))
-
-    def prime_handle_to_fd(self, handle: int, flags: int = DRM_CLOEXEC | DRM_RDWR) -> int:
-        """Export a GEM handle as a DMA-BUF file descriptor (the caller closes it)."""
-        arg = ffi.new("struct drm_prime_handle *", {"handle": handle, "flags": flags, "fd": -1})
-        self.ioctl(DRM_IOCTL_PRIME_HANDLE_TO_FD, arg)
-        return int(arg.fd)
-
-    def prime_fd_to_handle(self, fd: int) -> int:
-        """Import a DMA-BUF file descriptor as a GEM handle of this node."""
-        arg = ffi.new("struct drm_prime_handle *", {"fd": fd})
-        self.ioctl(DRM_IOCTL_PRIME_FD_TO_HANDLE, arg)
-        return int(arg.handle)
-
-    def gem_close(self, handle: int) -> None:
-        self.ioctl(DRM_IOCTL_GEM_CLOSE, ffi.new("struct drm_gem_close *", {"handle": handle}))
 
 
 def driver_version(path: str | Path) -> DrmVersion | None:

@@ -43,7 +43,9 @@ class DevT:
         return devt if cls is DevT else cls(devt.major, devt.minor)
 
 
-_DEVT = re.compile(r"(\d{1,10}):(\d{1,10})")
+# ASCII digits only, as the kernel's kstrto*(): \d takes other scripts' digits, int() "1_000"
+_DEVT = re.compile(r"([0-9]{1,10}):([0-9]{1,10})")
+_INT = re.compile(r"[+-]?[0-9]+")
 # the kernel's dev_t: 12-bit major, 20-bit minor
 _MAJOR_MAX, _MINOR_MAX = (1 << 12) - 1, (1 << 20) - 1
 
@@ -75,10 +77,9 @@ def shown(text: str, limit: int = 40) -> str:
 def _int(text: str, what: str) -> int:
     if len(text) > _DIGITS_MAX + 1:
         raise FormatError(f"{what}: {shown(text)} is not a 64-bit integer")
-    try:
-        return int(text, 10)
-    except ValueError:
-        raise FormatError(f"{what}: {shown(text)} is not an integer") from None
+    if not _INT.fullmatch(text):
+        raise FormatError(f"{what}: {shown(text)} is not an integer")
+    return int(text, 10)
 
 
 def decode(data: bytes, what: str) -> str:
@@ -94,13 +95,11 @@ def parse_number(text: str, what: str, expected: str) -> int:
     """An integer given by a person (an option or an annotation value); the
     message names @what and says what is @expected."""
     t = text.strip()
-    digits = t.lstrip("+-")
-    if digits.isdigit() and len(digits) > _DIGITS_MAX:
+    if not _INT.fullmatch(t):
+        raise FormatError(f"{what}: {shown(t)} is not an integer (give {expected})")
+    if len(t.lstrip("+-")) > _DIGITS_MAX:
         raise FormatError(f"{what}: {shown(t)} is out of range (give {expected})")
-    try:
-        return int(t, 10)
-    except ValueError:
-        raise FormatError(f"{what}: {shown(t)} is not an integer (give {expected})") from None
+    return int(t, 10)
 
 
 def _lines(text: str) -> list[str]:
@@ -184,7 +183,7 @@ def parse_size(text: str) -> int | None:
     t = text.strip()
     if t == MAX:
         return None
-    m = re.fullmatch(r"(\d+)([KMGT]?)", t, flags=re.IGNORECASE)
+    m = re.fullmatch(r"([0-9]+)([KMGT]?)", t, flags=re.IGNORECASE)
     if not m:
         raise FormatError(
             f"{shown(text)} is not a size (bytes, with an optional K/M/G/T suffix, or max)"
@@ -207,15 +206,47 @@ def format_size(value: int | None) -> str:
     return MAX if value is None else str(value)
 
 
-def format_size_human(value: int | None) -> str:
-    """The largest exact K/M/G/T form: 536870912 -> ``512M``, 1000 -> ``1000``."""
-    if value is None:
-        return MAX
-    for suffix in ("T", "G", "M", "K"):
+_UNITS = ("T", "G", "M", "K", "")  # the largest first
+# an exact form is shown while it is this short: 1536M, 9999K; 1677720K reads better as 1.6G
+_EXACT_DIGITS = 4
+
+
+def format_size_exact(value: int) -> str:
+    """The largest exact K/M/G/T form, else bytes, whatever its length:
+    536870912 -> ``512M``, 1000 -> ``1000``. :func:`parse_size` reads it
+    back to @value: for values handed to a program (annotations)."""
+    for suffix in _UNITS[:-1]:
         unit = _SUFFIX[suffix]
         if value and value % unit == 0:
             return f"{value // unit}{suffix}"
     return str(value)
+
+
+def format_size_human(value: int | None) -> str:
+    """The one size format of pycgpu's human-readable output (show, top,
+    stat, k8s inventory): binary suffixes K/M/G/T.
+
+    - ``max`` for no limit (None);
+    - the exact form where the value is a whole number of a unit, so that
+      it can be typed back as a limit: 4096 -> ``4K``, 1610612736 ->
+      ``1536M`` (not 1.5G), 1000 -> ``1000``; while it has at most 4 digits;
+    - else the largest unit with one decimal: 1000000 -> ``976.6K``,
+      12348030976 -> ``11.5G``. A decimal point always marks a rounded value.
+    """
+    if value is None:
+        return MAX
+    exact = format_size_exact(value)
+    if len(exact.rstrip("".join(_UNITS))) <= _EXACT_DIGITS:
+        return exact
+    for i, suffix in enumerate(_UNITS[:-1]):
+        unit = _SUFFIX[suffix]
+        if value >= unit:
+            text = f"{value / unit:.1f}"
+            if i > 0 and float(text) >= 1024:  # 1048575 -> 1.0M, not 1024.0K
+                bigger = _UNITS[i - 1]
+                return f"{value / _SUFFIX[bigger]:.1f}{bigger}"
+            return text + suffix
+    return exact  # below 1K: bytes, exact and short
 
 
 def parse_flat_keyed(text: str) -> dict[DevT, int | None]:

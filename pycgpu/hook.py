@@ -17,7 +17,10 @@ state on stdin (runtime-spec "State": ``id``, ``pid``, ``bundle``,
    pid, or else from the config's ``linux.cgroupsPath``;
 4. enables ``gpu`` in ``cgroup.subtree_control`` along the path where it is
    missing (systemd does not enable controllers it does not know in its
-   slices) and sets the knobs, all or none (:mod:`pycgpu.knobs`).
+   slices) and sets the knobs, all or none (:mod:`pycgpu.knobs`);
+5. under Kubernetes, when it set a weight, gives the container's pod and QoS
+   slice the sum of the GPU weights below them (:mod:`pycgpu.kubepods`), so
+   that pods share by their weights and not at 100 each.
 
 It fails closed: anything it cannot do or check makes it exit non-zero,
 which makes the runtime abort the container. A container without
@@ -92,6 +95,8 @@ class Outcome:
     cgroup: Cgroup | None = None
     writes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # the pod's and QoS slice's gpu.weight, set to the sums below them
+    pod_weights: list[str] = field(default_factory=list)
 
 
 def _config(state: State) -> dict[str, Any]:
@@ -189,7 +194,7 @@ def run(
     (asked only when there is something to set), @image_host the host's
     :class:`pycgpu.imagecheck.Host` (asked only for an image check).
     Raises :class:`HookError` subclasses; nothing is changed then."""
-    from . import imagecheck, knobs
+    from . import imagecheck, knobs, kubepods
 
     state = State.parse(text)
     cached: dict[str, dict[str, Any]] = {}
@@ -229,12 +234,21 @@ def run(
         return outcome
     cg = container_cgroup(state, mount(), proc_root, config)
     outcome.cgroup = cg
+    asked = kubepods.asked_of(request.settings.weight, request.settings.device_weights)
+    pods: list[tuple[Cgroup, kubepods.Asked]] = []
+
+    def pod_weights() -> None:
+        if not asked.is_empty() and kubepods.kube_ancestors(cg):
+            pods.extend(kubepods.apply(cg, asked))
+
     try:
         plan = knobs.plan_create(cg, request.settings, exist_ok=True)
-        knobs.apply(plan)
+        knobs.apply(plan, then=pod_weights)
     except knobs.InvalidRequest as e:
         raise BadInput(f"container {state.id}: {e}") from None
     except CgroupError as e:
         raise Refused(f"container {state.id}: {e.strerror or e}") from None
     outcome.writes = plan.steps()
+    outcome.pod_weights = [f"{anc.name}: " + ", ".join(total.format().splitlines())
+                           for anc, total in pods]
     return outcome

@@ -336,8 +336,10 @@ def plan_create(cg: Cgroup, settings: Settings, exist_ok: bool = False,
     return plan
 
 
-def apply(plan: Plan) -> None:
-    """Carry out @plan, all or nothing (see the module docstring)."""
+def apply(plan: Plan, then: Callable[[], object] | None = None) -> None:
+    """Carry out @plan, all or nothing (see the module docstring); @then, if
+    given, runs last as part of it: a :class:`CgroupError` from it undoes the
+    plan (it undoes its own changes before raising)."""
     done_structure: list[tuple[str, Cgroup]] = []
     done_writes: list[tuple[Write, str]] = []
     try:
@@ -356,6 +358,8 @@ def apply(plan: Plan) -> None:
             undo = w.undo_value(group)
             group.write(w.file, w.value)
             done_writes.append((w, undo))
+        if then is not None:
+            then()
     except (CgroupError, formats.FormatError) as e:
         errors = _rollback(plan.target, done_structure, done_writes)
         if isinstance(e, Unavailable) and not errors:

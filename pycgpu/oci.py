@@ -40,7 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import annotations, formats
+from . import annotations as ann  # not `annotations`: the __future__ import binds that name
+from . import formats
 from .knobs import InvalidRequest, Settings
 
 if TYPE_CHECKING:
@@ -374,9 +375,9 @@ def apply(doc: dict[str, Any], patch: Patch) -> list[str]:
     stanza = legacy_stanza(patch.settings) if patch.legacy_stanza else None
     if patch.cgroups_path is not None:
         check_cgroups_path(patch.cgroups_path)
-    if patch.image_check is not None and patch.image_check not in annotations.IMAGE_CHECK_MODES:
+    if patch.image_check is not None and patch.image_check not in ann.IMAGE_CHECK_MODES:
         raise ConfigError(f"image check {patch.image_check!r}: give "
-                          + ", ".join(annotations.IMAGE_CHECK_MODES))
+                          + ", ".join(ann.IMAGE_CHECK_MODES))
 
     changes: list[str] = []
     if patch.args is not None:
@@ -393,7 +394,7 @@ def apply(doc: dict[str, Any], patch: Patch) -> list[str]:
         changes += _add_devices(linux, patch.devices)
     if patch.hook is None:
         # a knob set in unified replaces the annotation an earlier --hook patch left
-        changes += _drop_annotations(doc, [annotations.PREFIX + f for f in unified_values])
+        changes += _drop_annotations(doc, [ann.PREFIX + f for f in unified_values])
     if unified_values or stanza is not None or patch.legacy_stanza is False:
         resources = _object(linux, "resources", "linux.resources")
         if unified_values:
@@ -476,9 +477,9 @@ def _add_hook(doc: dict[str, Any], patch: Patch) -> list[str]:
     value per knob) and exactly one createRuntime entry for the hook."""
     assert patch.hook is not None
     changes = _drop_unified(doc, patch.settings.files(), " (now in annotations)")
-    values = annotations.format_settings(patch.settings)
+    values = ann.format_settings(patch.settings)
     if patch.image_check is not None:
-        values[annotations.IMAGE_CHECK] = patch.image_check
+        values[ann.IMAGE_CHECK] = patch.image_check
     if values:
         table = _object(doc, "annotations", "annotations")
         for key, value in values.items():
@@ -518,7 +519,7 @@ def unpatch(doc: dict[str, Any], keep_devices: bool = False) -> list[str]:
     table = doc.get("annotations")
     if isinstance(table, dict):
         changes += _drop_annotations(
-            doc, [k for k in table if k.startswith(annotations.PREFIX)])
+            doc, [k for k in table if k.startswith(ann.PREFIX)])
     hooks_obj = doc.get("hooks")
     hooks = hooks_obj.get("createRuntime") if isinstance(hooks_obj, dict) else None
     if isinstance(hooks, list):

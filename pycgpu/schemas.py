@@ -161,7 +161,12 @@ STAT_SCHEMA: dict[str, Any] = {
         "time": {"type": "number"},  # Unix time of the last read
         "interval_s": {"type": ["number", "null"]},  # null: one read, no percentages
         "devices": _per_device({
-            "type": "object", "required": ["node"], "properties": {"node": _STR_OR_NULL}}),
+            "type": "object", "required": ["node"], "properties": {
+                "node": _STR_OR_NULL,
+                # the device's totals from the root cgroup's files (kernel source, added in v1)
+                "total": {"type": "object", "properties": {
+                    "usage_usec": _NONNEG, "wait_usec": _NONNEG, "memory_current": _NONNEG}},
+            }}),
         "groups": {
             "type": "array",
             "items": {

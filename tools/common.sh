@@ -5,17 +5,26 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${PYCGPU_CACHE:-$HOME/.cache/pycgpu}
 SRC=$CACHE/linux          # kernel source, a git repository (tag pycgpu-base)
 # Kernel flavours share the source tree and build apart, so that each stays
-# incremental: test (vm.config) and debug (vm.config + debug.config: KASAN,
-# kmemleak, debug objects, hung-task detection, fault injection).
+# incremental: test (vm.config) and NAME (vm.config + NAME.config beside it):
+# debug (KASAN, kmemleak, debug objects, hung-task detection, fault
+# injection) and kmemleak (the test kernel with kmemleak, to measure its cost).
 FLAVOUR=${PYCGPU_FLAVOUR:-test}
+SERIES_DIR=$ROOT/kernel/drivers-gpu-cgroup
 case $FLAVOUR in
 	test) SUFFIX= ;;
-	debug) SUFFIX=-debug ;;
-	*) printf 'PYCGPU_FLAVOUR must be test or debug, not %s\n' "$FLAVOUR" >&2; exit 2 ;;
+	*[!a-z0-9]* | vm | '')
+		printf 'PYCGPU_FLAVOUR must be test or a NAME with a NAME.config, not %s\n' "$FLAVOUR" >&2
+		exit 2 ;;
+	*)
+		[ -f "$SERIES_DIR/$FLAVOUR.config" ] || {
+			printf 'PYCGPU_FLAVOUR=%s: no %s.config in kernel/drivers-gpu-cgroup\n' \
+				"$FLAVOUR" "$FLAVOUR" >&2
+			exit 2
+		}
+		SUFFIX=-$FLAVOUR ;;
 esac
 OUT=$CACHE/build$SUFFIX   # kernel build tree (make O=)
 EXT=$CACHE/ext$SUFFIX     # out-of-tree module build (top-level Kbuild)
-SERIES_DIR=$ROOT/kernel/drivers-gpu-cgroup
 KTARBALL=${PYCGPU_KERNEL_TARBALL:-/usr/src/linux-source-6.12.tar.xz}
 KPACKAGE=linux-source-6.12
 VENV=$ROOT/.venv

@@ -10,9 +10,13 @@ import sys
 import time
 from pathlib import Path
 
+# the simulated GPU's bindings are test code (tests/simgpu.py), not part of pycgpu
+sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))
+
+from simgpu import Load, SimGpu, render_nodes
+
 from pycgpu import formats
 from pycgpu.cgroup import Cgroup, CgroupError, find_mount
-from pycgpu.simgpu import Load, SimGpu, render_nodes
 
 JOB_NS = 2_000_000
 

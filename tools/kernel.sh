@@ -5,7 +5,7 @@
 #   tools/kernel.sh prepare      unpack Debian's linux-source-6.12 into the cache (once)
 #   tools/kernel.sh apply        make the tree match kernel/drivers-gpu-cgroup/series
 #   tools/kernel.sh config       virtme-ng defconfig + kernel/drivers-gpu-cgroup/vm.config
-#                                (+ debug.config with PYCGPU_FLAVOUR=debug, built apart)
+#                                (+ NAME.config with PYCGPU_FLAVOUR=NAME, built apart: debug, kmemleak)
 #   tools/kernel.sh build        bzImage and modules, incrementally
 #   tools/kernel.sh w1           the series' C files again with W=1 (warnings fail)
 #   tools/kernel.sh ext          the out-of-tree modules of the top-level Kbuild
@@ -105,18 +105,20 @@ cmd_apply() {
 	say "series applied: $(git -C "$SRC" rev-list --count "$BASE_TAG..HEAD") patches, tree at $(git -C "$SRC" rev-parse --short HEAD)"
 }
 
-# The config fragment of the flavour: vm.config, and for the debug kernel
-# debug.config after it, whose options replace vm.config's.
+# The config fragment of the flavour: vm.config, and for another flavour its
+# NAME.config after it, whose options replace vm.config's.
 flavour_fragment() {
-	if [ "$FLAVOUR" != debug ]; then
+	local extra=$SERIES_DIR/$FLAVOUR.config
+
+	if [ "$FLAVOUR" = test ]; then
 		cat "$SERIES_DIR/vm.config"
 		return 0
 	fi
 	awk 'function opt(l) { sub(/^# /, "", l); sub(/[= ].*/, "", l); return l }
 		NR == FNR { if ($0 ~ /^(# )?CONFIG_/) over[opt($0)] = 1; next }
 		!($0 ~ /^(# )?CONFIG_/ && opt($0) in over)' \
-		"$SERIES_DIR/debug.config" "$SERIES_DIR/vm.config"
-	cat "$SERIES_DIR/debug.config"
+		"$extra" "$SERIES_DIR/vm.config"
+	cat "$extra"
 }
 
 cmd_config() {

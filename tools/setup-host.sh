@@ -38,7 +38,7 @@ setup_venv() {
 	say "creating the Python venv in .venv"
 	python3 -m venv "$VENV"
 	"$VENV/bin/pip" install -q --upgrade pip >"$CACHE/pip.log" 2>&1 || true
-	"$VENV/bin/pip" install -q -e "$ROOT[test,vm]" >>"$CACHE/pip.log" 2>&1 ||
+	"$VENV/bin/pip" install -q -e "$ROOT[test,vm,bench]" >>"$CACHE/pip.log" 2>&1 ||
 		{ tail -n 20 "$CACHE/pip.log" >&2; die "pip install failed"; }
 	echo "$want" >"$stamp"
 }

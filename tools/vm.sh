@@ -11,7 +11,9 @@
 # kernel decompression on some hosts) and TCG is used when it fails;
 # PYCGPU_VM_ACCEL=kvm|tcg skips the probe. A run fails when the guest's
 # kernel log shows an oops, a BUG, a WARN or a lockdep report, even if CMD
-# succeeded: the log is kept in the run directory it names.
+# succeeded: the log is kept in the run directory it names. Files the
+# command leaves in $PYCGPU_VM_OUT/keep/ (the repository is read-only in the
+# guest) are copied to out/vm/ in the repository.
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
@@ -105,6 +107,11 @@ cmd_run() {
 		say "kmemleak found leaks (full report: $run/kmemleak):"
 		head -n 40 "$run/kmemleak" >&2
 		exit 1
+	fi
+	if [ -d "$run/keep" ] && [ -n "$(ls -A "$run/keep")" ]; then
+		mkdir -p "$ROOT/out/vm"
+		cp -r "$run/keep/." "$ROOT/out/vm/"
+		say "kept in out/vm/: $(ls -A "$run/keep" | tr '\n' ' ')"
 	fi
 	rm -rf "$run"
 	exit "$status"

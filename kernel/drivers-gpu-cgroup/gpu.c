@@ -32,19 +32,24 @@
  * run delay of schedstats), both hierarchical and kept after the tasks
  * exit. sched=0 says that no scheduler of the device consults the
  * controller: weights and priorities cannot act there, and a per-device
- * gpu.weight for it is refused with -EOPNOTSUPP.
+ * gpu.weight for it is refused with -EOPNOTSUPP. On the root cgroup,
+ * gpu.stat gives the device's totals: the time of all work, the root
+ * cgroup's and the kernel's included, as io.stat does for a disk.
  *
  * gpu.memory.max limits the GPU buffer memory charged to a cgroup and its
  * descendants on one device (the "limits" model): a buffer is charged, when
  * userspace first gets a handle to it, to the cgroup of the task doing so,
  * and stays charged there until it is freed; the buffer pins its cgroup, so
- * a removed cgroup lingers until its buffers are gone. Kernel threads and the
- * root cgroup are not charged, nor are buffers imported from another device
- * (their exporter pays). An allocation that would take any cgroup on the path
- * over its limit fails with -ENOMEM. It counts in gpu.memory.events.local of
- * the cgroup whose limit was hit and in gpu.memory.events of every cgroup
- * from the allocating one up to that one. Lowering a limit below the usage
- * succeeds and only stops further growth.
+ * a removed cgroup lingers until its buffers are gone. Buffers of kernel
+ * threads are not charged, nor are buffers imported from another device
+ * (their exporter pays). The root cgroup has no limit; its
+ * gpu.memory.current is the total charged on the device, its own tasks'
+ * buffers included, as misc.current is. An allocation that would take any
+ * cgroup on the path over its limit fails with -ENOMEM. As memory.events
+ * does, it counts in gpu.memory.events.local of the cgroup whose limit was
+ * hit and in gpu.memory.events of that cgroup and every ancestor, so a
+ * monitor of a parent sees the limit hits of its descendants. Lowering a
+ * limit below the usage succeeds and only stops further growth.
  *
  * Every write sets one key. Malformed input and unknown devices fail with
  * -EINVAL, a number out of range with -ERANGE, and a failed write changes
@@ -106,6 +111,7 @@ static void gpucg_device_free(struct kref *ref)
 	lockdep_assert_held(&gpucg_mutex);
 
 	WARN_ON_ONCE(!list_empty(&dev->engines) || !list_empty(&dev->pools));
+	WARN_ON_ONCE(page_counter_read(&dev->root.mem));
 	xa_erase(&gpucg_devices, dev->id);
 	kfree(dev);
 }
@@ -146,6 +152,12 @@ struct gpucg_device *gpucg_register_device(dev_t devt)
 	kref_init(&dev->ref);
 	INIT_LIST_HEAD(&dev->pools);
 	INIT_LIST_HEAD(&dev->engines);
+	dev->root.cg = &gpucg_root;
+	dev->root.dev = dev;
+	dev->root.mem_max = U64_MAX;
+	INIT_LIST_HEAD(&dev->root.dev_node);
+	xa_init(&dev->root.ents);
+	page_counter_init(&dev->root.mem, NULL, false);
 
 	ret = xa_alloc(&gpucg_devices, &dev->id, dev, xa_limit_31b, GFP_KERNEL);
 	if (ret) {
@@ -200,7 +212,7 @@ EXPORT_SYMBOL_GPL(gpucg_unregister_device);
  * buffer of it is charged any more. Frees its state in every cgroup, so
  * that a driver reload or hot-unplug leaves nothing behind in long-lived
  * cgroups. A pool still charged (a leak) keeps the device until its
- * cgroup is freed.
+ * cgroup is freed; a charge of the root cgroup keeps it for good.
  *
  * Context: process context, may sleep.
  */
@@ -218,7 +230,8 @@ void gpucg_put_device(struct gpucg_device *dev)
 		if (!WARN_ON_ONCE(page_counter_read(&pool->mem)))
 			gpucg_pool_free(pool);
 	/* under the mutex: the interface files walk the device table */
-	kref_put(&dev->ref, gpucg_device_free);
+	if (!WARN_ON_ONCE(page_counter_read(&dev->root.mem)))
+		kref_put(&dev->ref, gpucg_device_free);
 	mutex_unlock(&gpucg_mutex);
 }
 EXPORT_SYMBOL_GPL(gpucg_put_device);
@@ -253,7 +266,8 @@ static struct gpucg_pool *gpucg_pool_create(struct gpucg *cg,
 	pool->parent = ppool;
 	pool->mem_max = U64_MAX;
 	xa_init(&pool->ents);
-	page_counter_init(&pool->mem, ppool ? &ppool->mem : NULL, false);
+	page_counter_init(&pool->mem, ppool ? &ppool->mem : &dev->root.mem,
+			  false);
 	ret = xa_insert(&cg->pools, dev->id, pool, GFP_KERNEL);
 	if (ret) {
 		kfree(pool);
@@ -289,16 +303,16 @@ struct gpucg_pool *gpucg_pool_get(struct gpucg *cg, struct gpucg_device *dev)
 	return pool;
 }
 
-static void gpucg_mem_event(struct gpucg_pool *pool, struct gpucg_pool *limit)
+/* A refusal by @limit's limit: counted there, and up to the top. */
+static void gpucg_mem_event(struct gpucg_pool *limit)
 {
+	struct gpucg_pool *pool;
+
 	atomic64_inc(&limit->events_local);
 	cgroup_file_notify(&limit->cg->events_local_file);
-	for (;;) {
+	for (pool = limit; pool; pool = pool->parent) {
 		atomic64_inc(&pool->events);
 		cgroup_file_notify(&pool->cg->events_file);
-		if (pool == limit)
-			break;
-		pool = xa_load(&gpucg_parent(pool->cg)->pools, pool->dev->id);
 	}
 }
 
@@ -329,12 +343,7 @@ int gpucg_try_charge_mem(struct gpucg_device *dev, u64 size,
 
 	css = task_get_css(current, gpu_cgrp_id);
 	cg = css_gpucg(css);
-	if (cg == &gpucg_root) {
-		css_put(css);
-		return 0;
-	}
-
-	pool = xa_load(&cg->pools, dev->id);
+	pool = cg == &gpucg_root ? &dev->root : xa_load(&cg->pools, dev->id);
 	if (!pool) {
 		mutex_lock(&gpucg_mutex);
 		pool = gpucg_pool_get(cg, dev);
@@ -346,7 +355,7 @@ int gpucg_try_charge_mem(struct gpucg_device *dev, u64 size,
 	}
 
 	if (!page_counter_try_charge(&pool->mem, nr_pages, &fail)) {
-		gpucg_mem_event(pool, container_of(fail, struct gpucg_pool, mem));
+		gpucg_mem_event(container_of(fail, struct gpucg_pool, mem));
 		css_put(css);
 		return -ENOMEM;
 	}
@@ -608,7 +617,10 @@ enum gpucg_device_file {
 	GPUCG_MEM_EVENTS_LOCAL,
 };
 
-/* One line per registered device, whether or not @cg has used it. */
+/*
+ * One line per registered device, whether or not @cg has used it; the
+ * device's totals on the root cgroup.
+ */
 static int gpu_device_show(struct seq_file *sf, void *v)
 {
 	struct gpucg *cg = css_gpucg(seq_css(sf));
@@ -622,7 +634,7 @@ static int gpu_device_show(struct seq_file *sf, void *v)
 	xa_for_each(&gpucg_devices, id, dev) {
 		if (dev->dead)
 			continue;
-		pool = xa_load(&cg->pools, id);
+		pool = cg == &gpucg_root ? &dev->root : xa_load(&cg->pools, id);
 		seq_printf(sf, "%u:%u ", MAJOR(dev->devt), MINOR(dev->devt));
 		switch (file) {
 		case GPUCG_STAT:
@@ -723,7 +735,6 @@ static struct cftype gpucg_files[] = {
 	},
 	{
 		.name = "stat",
-		.flags = CFTYPE_NOT_ON_ROOT,
 		.seq_show = gpu_device_show,
 		.private = GPUCG_STAT,
 	},
@@ -736,7 +747,6 @@ static struct cftype gpucg_files[] = {
 	},
 	{
 		.name = "memory.current",
-		.flags = CFTYPE_NOT_ON_ROOT,
 		.seq_show = gpu_device_show,
 		.private = GPUCG_MEM_CURRENT,
 	},

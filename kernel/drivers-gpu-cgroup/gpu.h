@@ -18,7 +18,29 @@
 #define GPUCG_PRIO_MIN		(-1023)
 #define GPUCG_PRIO_MAX		1023
 
+struct gpucg_device;
 struct gpucg_entity;
+
+/*
+ * State of one cgroup on one device, created when first needed. The root
+ * cgroup's is embedded in the device: its counters are the device's totals
+ * (every charge and all GPU time); it has no entities and no limit.
+ */
+struct gpucg_pool {
+	struct gpucg		*cg;
+	struct gpucg_device	*dev;
+	struct gpucg_pool	*parent;	/* the parent's; NULL at the top */
+	struct list_head	dev_node;	/* in dev->pools */
+	struct xarray		ents;		/* engine id -> entity */
+	atomic64_t		usage_ns;	/* GPU time, hierarchical */
+	atomic64_t		wait_ns;	/* ready, not running */
+	u32			weight;		/* 0: the cgroup's default */
+	u64			mem_max;	/* bytes as written, U64_MAX: max */
+	struct page_counter	mem;		/* parent: the parent's, or root */
+	atomic64_t		events;		/* refusals, hierarchical */
+	atomic64_t		events_local;	/* refusals by this limit */
+	struct rcu_head		rcu;
+};
 
 /* A GPU, keyed by its render node. Fields under gpucg_mutex unless noted. */
 struct gpucg_device {
@@ -29,23 +51,7 @@ struct gpucg_device {
 	struct list_head	pools;		/* gpucg_pool.dev_node */
 	struct list_head	engines;	/* gpucg_engine.dev_node */
 	u32			nr_engines;	/* ever created, for ids */
-};
-
-/* State of one cgroup on one device, created when first needed. */
-struct gpucg_pool {
-	struct gpucg		*cg;
-	struct gpucg_device	*dev;
-	struct gpucg_pool	*parent;	/* the parent cgroup's, or NULL */
-	struct list_head	dev_node;	/* in dev->pools */
-	struct xarray		ents;		/* engine id -> entity */
-	atomic64_t		usage_ns;	/* GPU time, hierarchical */
-	atomic64_t		wait_ns;	/* ready, not running */
-	u32			weight;		/* 0: the cgroup's default */
-	u64			mem_max;	/* bytes as written, U64_MAX: max */
-	struct page_counter	mem;		/* parent: the parent's pool */
-	atomic64_t		events;		/* refusals, hierarchical */
-	atomic64_t		events_local;	/* refusals by this limit */
-	struct rcu_head		rcu;
+	struct gpucg_pool	root;		/* the root cgroup's, lockless */
 };
 
 struct gpucg {

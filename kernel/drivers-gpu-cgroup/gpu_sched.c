@@ -1041,6 +1041,8 @@ void gpucg_queue_start(struct gpucg_queue *q, struct gpucg_ticket *t)
 
 	for (pool = ent->pool; pool && wait; pool = pool->parent)
 		atomic64_add(wait, &pool->wait_ns);
+	if (wait)
+		atomic64_add(wait, &ent->engine->dev->root.wait_ns);
 }
 EXPORT_SYMBOL_GPL(gpucg_queue_start);
 
@@ -1050,6 +1052,7 @@ static void gpucg_usage_add(struct gpucg_entity *ent, u64 ns)
 
 	for (pool = ent->pool; pool; pool = pool->parent)
 		atomic64_add(ns, &pool->usage_ns);
+	atomic64_add(ns, &ent->engine->dev->root.usage_ns);
 }
 
 /**

@@ -19,6 +19,11 @@ def check(state: State, path: str | None, as_json: bool) -> None:
     does not enable controllers it does not know, so its slices and scopes
     lack gpu), and whether the upstream dmem controller is present.
 
+    The fixes fit this host: systemd's kernel parameter and steps only where
+    systemd booted it, a GRUB edit only where /etc/default/grub exists (else
+    the boot loader's kernel command line), make kernel only in a checkout
+    of pycgpu's repository (else the patch series from that repository).
+
     Exits 0 when everything is in place and 3 when a problem was found.
 
     \b
@@ -49,10 +54,14 @@ def check(state: State, path: str | None, as_json: bool) -> None:
         }
         click.echo(json.dumps(doc, indent=2))
     else:
+        from ..tables import echo, listing
+
+        rows = []
         for f in report.findings:
-            click.echo(f"{f.status:<8} {f.id:<8} {f.message}")
+            rows.append([f.status, f.id, f.message])
             if f.fix:
-                click.echo(f"{'':<17} fix: {f.fix}")
+                rows.append(["", "", f"fix: {f.fix}"])
+        echo(listing(rows, widths=(8, 8)))
         problems = sum(f.status == PROBLEM for f in report.findings)
         click.echo("all good" if not problems else
                    f"{problems} problem{'s' if problems > 1 else ''} found")

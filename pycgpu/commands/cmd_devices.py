@@ -55,11 +55,12 @@ def devices(state: State, as_json: bool) -> None:
     if not found:
         click.echo("no DRM render nodes found", err=True)
         return
-    rows = [("NODE", "DEVT", "DRIVER", "VERSION", "CARD", "PCI", "VENDOR:DEVICE")]
+    from ..tables import echo, table
+
+    header = ("NODE", "DEVT", "DRIVER", "VERSION", "CARD", "PCI", "VENDOR:DEVICE")
+    rows = []
     for d in found:
         ids = f"{d.vendor_id}:{d.device_id}" if d.vendor_id else "-"
         rows.append((str(d.render_node), str(d.devt), d.driver or "-", d.driver_version or "-",
                      d.card_node.name if d.card_node else "-", d.pci_address or "-", ids))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    echo(table(header, rows, left=header))

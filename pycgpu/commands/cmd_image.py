@@ -12,6 +12,8 @@ from .cmd_oci import EXIT_MISMATCH, complete_device, resolve_devices
 from .common import BadValue, State, pass_state
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from ..imagecheck import Report
 
 
@@ -72,15 +74,22 @@ def check(state: State, rootfs: Path, devices: tuple[str, ...], as_json: bool,
 
         click.echo(json.dumps(imagecheck.to_json(report), indent=2))
     else:
-        for line in render(report):
+        from ..tables import echo
+
+        lines, findings = render(report)
+        for line in lines:
             click.echo(line)
+        echo(findings)
+        click.echo(verdict(report))
     if not report.ok:
         click.get_current_context().exit(EXIT_MISMATCH)
 
 
-def render(report: Report) -> list[str]:
-    """The text report."""
+def render(report: Report) -> tuple[list[str], Table]:
+    """The text report: the lines about the image and the host, and the
+    table of findings (:mod:`pycgpu.tables`)."""
     from ..imagecheck import KINDS
+    from ..tables import listing
 
     host = report.host
     gpus = ", ".join(d.describe() for d in host.devices) or "no render nodes"
@@ -90,11 +99,14 @@ def render(report: Report) -> list[str]:
         found = sorted({c.describe() for c in report.components if c.kind == kind})
         if found:
             lines.append(f"  {kind:<14}{', '.join(found)}")
+    rows = []
     for f in report.findings:
-        lines.append(f"{f.status:<9}{f.id:<8}{f.message}")
+        rows.append([f.status, f.id, f.message])
         if f.fix:
-            lines.append(f"{'':<17}fix: {f.fix}")
+            rows.append(["", "", f"fix: {f.fix}"])
+    return lines, listing(rows, widths=(8, 7))
+
+
+def verdict(report: Report) -> str:
     bad = len(report.mismatches())
-    lines.append("image fits the host" if not bad else
-                 f"{bad} mismatch{'es' if bad > 1 else ''} found")
-    return lines
+    return "image fits the host" if not bad else f"{bad} mismatch{'es' if bad > 1 else ''} found"

@@ -4,7 +4,7 @@ Kubernetes (:mod:`pycgpu.k8s`). grpc is imported by device-plugin only."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import click
 
@@ -14,6 +14,20 @@ if TYPE_CHECKING:
     from ..k8s.shares import Config
 
 PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
+
+
+class InventoryRow(TypedDict):
+    """One GPU of ``pycgpu k8s inventory --json``."""
+
+    device: str
+    devt: str
+    shares: int
+    ids: list[str]
+    weight_per_share: int
+    memory_bytes: int | None
+    memory_from: str | None
+    memory_per_share_bytes: int | None
+
 
 SHARES_EPILOG = """
 \b
@@ -92,11 +106,12 @@ def inventory(state: State, shares: tuple[str, ...], weight_per_share: int,
     warnings += inv.warnings
     for w in warnings:
         click.echo(f"pycgpu k8s: {w}", err=True)
-    rows = [{"device": g.name, "devt": str(g.device.devt), "shares": g.shares,
-             "ids": [g.ids()[0], g.ids()[-1]] if g.shares > 1 else g.ids(),
-             "weight_per_share": g.weight(1, config.weight_per_share),
-             "memory_bytes": g.memory, "memory_from": g.memory_from or None,
-             "memory_per_share_bytes": g.memory_max(1)} for g in inv.gpus.values()]
+    rows: list[InventoryRow] = [
+        {"device": g.name, "devt": str(g.device.devt), "shares": g.shares,
+         "ids": [g.ids()[0], g.ids()[-1]] if g.shares > 1 else g.ids(),
+         "weight_per_share": g.weight(1, config.weight_per_share),
+         "memory_bytes": g.memory, "memory_from": g.memory_from or None,
+         "memory_per_share_bytes": g.memory_max(1)} for g in inv.gpus.values()]
     if as_json:
         click.echo(json.dumps({"resource": sh.RESOURCE, "gpus": rows,
                                "warnings": warnings}, indent=2))
@@ -104,15 +119,17 @@ def inventory(state: State, shares: tuple[str, ...], weight_per_share: int,
     if not rows:
         click.echo("no GPUs to advertise (see pycgpu devices)")
         return
-    click.echo(f"{'DEVICE':<12} {'SHARES':>6}  {'IDS':<28} {'WEIGHT/SHARE':>12}  "
-               "MEMORY/SHARE")
+    from ..tables import echo, table
+
+    cells = []
     for r in rows:
-        ids = " .. ".join(r["ids"])
         per = r["memory_per_share_bytes"]
         mem = (f"{formats.format_size_human(per)} of {formats.format_size_human(r['memory_bytes'])}"
                f" ({r['memory_from']})" if per is not None else "no limit")
-        click.echo(f"{r['device']:<12} {r['shares']:>6}  {ids:<28} "
-                   f"{r['weight_per_share']:>12}  {mem}")
+        cells.append([r["device"], str(r["shares"]), " .. ".join(r["ids"]),
+                      str(r["weight_per_share"]), mem])
+    echo(table(["DEVICE", "SHARES", "IDS", "WEIGHT/SHARE", "MEMORY/SHARE"], cells,
+               left={"DEVICE", "IDS", "MEMORY/SHARE"}))
 
 
 @k8s.command("device-plugin", short_help="Serve the kubelet device plugin API.",

@@ -14,7 +14,6 @@ import click
 from .common import BadValue, Refused, State, complete_path, pass_state
 
 if TYPE_CHECKING:
-    from ..formats import DevT
     from ..usage.view import Monitor
 
 SOURCE_HELP = ("Where usage comes from: kernel (gpu.stat and gpu.memory.* of the gpu "
@@ -91,13 +90,6 @@ def make_monitor(state: State, source: str, all_groups: bool, subtree: str | Non
     return Monitor(src, Resolver(runtime_root), all_groups, subtree), mount
 
 
-def device_names(state: State) -> dict[DevT, str]:
-    try:
-        return {d.devt: d.name for d in state.devices()}
-    except Exception:  # naming is a nicety: never fail a monitor on it
-        return {}
-
-
 def _measure(monitor: Monitor, interval: float) -> None:
     try:
         monitor.measure(interval)
@@ -140,11 +132,12 @@ def stat(state: State, path: str | None, as_json: bool, interval: float, sort: s
       pycgpu stat --source fdinfo --sort gpu
       pycgpu stat kubepods.slice --all
     """
-    from ..usage.view import columns, plain_table, sort_rows, stat_document
+    from ..tables import echo
+    from ..usage.view import columns, sort_rows, stat_document, table
 
     monitor, mount = make_monitor(state, source, all_groups, path, proc_root, runtime_root)
     _measure(monitor, interval)
-    names = device_names(state)
+    names = state.device_names()
     if as_json:
         import json
 
@@ -155,7 +148,7 @@ def stat(state: State, path: str | None, as_json: bool, interval: float, sort: s
     assert monitor.sample is not None
     rows = sort_rows(monitor.rows(unused), sort)
     if rows:
-        click.echo(plain_table(*columns(rows, names, wide=True)))
+        echo(table(*columns(rows, names, wide=True)))
     else:
         click.echo(f"no GPU usage found (source {monitor.sample.source})")
     for e in monitor.sample.errors:
@@ -201,7 +194,7 @@ def top(state: State, path: str | None, interval: float, sort: str, reverse: boo
       ssh gpu-host -t pycgpu top kubepods.slice
     """
     monitor, _ = make_monitor(state, source, all_groups, path, proc_root, runtime_root)
-    names = device_names(state)
+    names = state.device_names()
     from ..usage import frames
 
     try:

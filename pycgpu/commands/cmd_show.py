@@ -4,38 +4,52 @@ the ``pycgpu.show/v1`` JSON document (:mod:`pycgpu.schemas`)."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import click
 
+from ..formats import DevT
 from .common import BadValue, State, complete_path, pass_state, translated
 
 
-def _devices(d: dict[str, Any], fmt: Any = str) -> str:
-    return ", ".join(f"{dev} {fmt(v)}" for dev, v in d.items()) or "-"
+def _labels(names: Mapping[DevT, str]) -> Callable[[str], str]:
+    """A device key of a show/v1 item (``226:128``) as text output names
+    it: ``renderD128 (226:128)``."""
+    from ..devices import label
+
+    return lambda key: label(DevT.parse(key), names)
 
 
-def _counters(d: dict[str, dict[str, int]]) -> str:
+def _devices(d: dict[str, Any], dev: Callable[[str], str], fmt: Any = str) -> str:
+    return ", ".join(f"{dev(key)} {fmt(v)}" for key, v in d.items()) or "-"
+
+
+def _counters(d: dict[str, dict[str, int]], dev: Callable[[str], str]) -> str:
     return "; ".join(
-        f"{dev} " + " ".join(f"{k}={v}" for k, v in keys.items()) for dev, keys in d.items()
+        f"{dev(key)} " + " ".join(f"{k}={v}" for k, v in keys.items()) for key, keys in d.items()
     ) or "-"
 
 
-def render(item: dict[str, Any]) -> list[str]:
-    """The text lines of one show/v1 item."""
+def render(item: dict[str, Any], names: Mapping[DevT, str] | None = None) -> list[str]:
+    """The text lines of one show/v1 item; @names (render node names by
+    device number) name the devices, MAJ:MIN beside."""
     from ..formats import format_size_human
 
-    if not item["gpu_enabled"]:
+    dev = _labels(names or {})
+    totals = item["path"] == "/" and ("stat" in item or "memory" in item)
+    if not item["gpu_enabled"] and not totals:
         note = "root: no gpu.* files" if item["path"] == "/" else "gpu not enabled"
         return [f"{item['path']}  ({note})"]
-    lines = [item["path"]]
+    # the root has the devices' totals only (gpu.stat, gpu.memory.current)
+    lines = [f"{item['path']}  (device totals)" if totals else item["path"]]
 
     def add(label: str, text: str) -> None:
         lines.append(f"  {label:<21}{text}")
 
     if "weight" in item:
         w = item["weight"]
-        overrides = _devices(w["devices"]) if w["devices"] else ""
+        overrides = _devices(w["devices"], dev) if w["devices"] else ""
         add("weight", f"default {w['default']}" + (f", {overrides}" if overrides else ""))
     if "priority" in item:
         eff = item.get("priority_effective")
@@ -46,12 +60,12 @@ def render(item: dict[str, Any]) -> list[str]:
     memory = item.get("memory", {})
     for key in ("max", "current", "peak"):
         if key in memory:
-            add(f"memory.{key}", _devices(memory[key], format_size_human))
+            add(f"memory.{key}", _devices(memory[key], dev, format_size_human))
     for key, label in (("events", "memory.events"), ("events_local", "memory.events.local")):
         if key in memory:
-            add(label, _counters(memory[key]))
+            add(label, _counters(memory[key], dev))
     if "stat" in item:
-        add("stat", _counters(item["stat"]))
+        add("stat", _counters(item["stat"], dev))
     return lines
 
 
@@ -65,9 +79,10 @@ def show(state: State, path: str, recursive: bool, as_json: bool) -> None:
     """Show the gpu.* knobs and counters of the cgroup PATH (default: the root).
 
     Files this kernel does not have (gpu.memory.* before the memory support,
-    for example) are left out. Sizes are shown as 512M/2G where exact; the
-    JSON has numbers (bytes, microseconds), null for max, and devices keyed
-    MAJ:MIN.
+    for example) are left out. Devices are named by their render node with
+    MAJ:MIN beside, renderD128 (226:128); sizes are shown as 512M/1536M
+    where exact, else rounded to one decimal (976.6K). The JSON has numbers
+    (bytes, microseconds), null for max, and devices keyed MAJ:MIN.
 
     \b
     Examples:
@@ -90,5 +105,6 @@ def show(state: State, path: str, recursive: bool, as_json: bool) -> None:
         indent = 2 if sys.stdout.isatty() else None
         click.echo(json.dumps(snapshot.document(state.mount, items), indent=indent))
         return
+    names = state.device_names()
     for item in items:
-        click.echo("\n".join(render(item)))
+        click.echo("\n".join(render(item, names)))

@@ -130,6 +130,15 @@ class State:
             self._devices = discover(self.sysfs_root, self.dev_root)
         return self._devices
 
+    def device_names(self) -> dict[DevT, str]:
+        """The render node name of each device number (``renderD128``), for
+        human-readable output; empty when discovery fails: naming is a
+        nicety, never the reason a command fails."""
+        try:
+            return {d.devt: d.name for d in self.devices()}
+        except Exception:
+            return {}
+
     def resolve_devt(self, text: str) -> DevT:
         """The render node DEV names (DeviceError if none)."""
         from ..devices import resolve

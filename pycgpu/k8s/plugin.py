@@ -31,6 +31,7 @@ from typing import Any
 
 import grpc
 
+from .. import formats
 from . import shares as sh
 from .proto import API_VERSION, load
 from .sources import DeviceSource
@@ -106,8 +107,9 @@ class DevicePlugin:
             self._cond.notify_all()
         new = {g.name for g in inv.gpus.values()}
         gone = sorted(old - new)
-        parts = [f"{g.name}: {g.shares} shares" + (f", {g.memory} bytes ({g.memory_from})"
-                                                    if g.memory is not None else "")
+        parts = [f"{g.name}: {g.shares} shares" + (
+                     f", {formats.format_size_human(g.memory)} of memory ({g.memory_from})"
+                     if g.memory is not None else "")
                  for g in inv.gpus.values()]
         self.log("advertising " + ("; ".join(parts) if parts else "no GPUs")
                  + (f" (gone: {', '.join(gone)})" if gone else ""))
@@ -162,21 +164,28 @@ class DevicePlugin:
     def _servicer(self) -> Any:
         plugin, pb2 = self, self.api.pb2
 
-        class Servicer(self.api.grpc.DevicePluginServicer):  # type: ignore[name-defined]
-            def GetDevicePluginOptions(self, request, context):
+        # the base class and the messages are in the stubs generated at run time
+        # (proto.py), untyped: mypy refuses a base class of type Any
+        base: Any = self.api.grpc.DevicePluginServicer
+
+        class Servicer(base):  # type: ignore[misc]
+            def GetDevicePluginOptions(self, request: Any,
+                                       context: grpc.ServicerContext) -> Any:
                 return pb2.DevicePluginOptions(pre_start_required=False,
                                                get_preferred_allocation_available=True)
 
-            def ListAndWatch(self, request, context):
+            def ListAndWatch(self, request: Any,
+                             context: grpc.ServicerContext) -> Iterator[Any]:
                 return plugin.list_and_watch(context)
 
-            def GetPreferredAllocation(self, request, context):
+            def GetPreferredAllocation(self, request: Any,
+                                       context: grpc.ServicerContext) -> Any:
                 return plugin.preferred(request)
 
-            def Allocate(self, request, context):
+            def Allocate(self, request: Any, context: grpc.ServicerContext) -> Any:
                 return plugin.allocate(request, context)
 
-            def PreStartContainer(self, request, context):
+            def PreStartContainer(self, request: Any, context: grpc.ServicerContext) -> Any:
                 return pb2.PreStartContainerResponse()
 
         return Servicer()
@@ -247,7 +256,7 @@ class DevicePlugin:
                 stub = self.api.grpc.RegistrationStub(channel)
                 stub.Register(request, timeout=REGISTER_TIMEOUT, wait_for_ready=False)
         except grpc.RpcError as e:
-            detail = e.details() if hasattr(e, "details") else str(e)  # type: ignore[attr-defined]
+            detail = e.details() if hasattr(e, "details") else str(e)
             self._error(f"cannot register with the kubelet at {self.kubelet_socket}: "
                         f"{detail} (retrying every {self.check_interval:g}s)")
             return False

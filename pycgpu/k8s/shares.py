@@ -190,7 +190,7 @@ class Inventory:
     def device_ids(self) -> list[str]:
         return [i for g in self.gpus.values() for i in g.ids()]
 
-    def fingerprint(self) -> tuple:
+    def fingerprint(self) -> tuple[tuple[str, int, int | None], ...]:
         return tuple((g.name, g.shares, g.memory) for g in self.gpus.values())
 
     def gpu_of(self, device_id: str) -> Gpu:
@@ -319,7 +319,7 @@ def grant(inv: Inventory, device_ids: Iterable[str]) -> Grant:
     for name, k in counts.items():
         limit = inv.gpus[name].memory_max(k)
         if limit is not None:
-            limits.append(f"{name}={formats.format_size_human(limit)}")
+            limits.append(f"{name}={formats.format_size_exact(limit)}")
     annotations = {ann.WEIGHT: ",".join(weights)}
     if limits:
         annotations[ann.MEMORY_MAX] = ",".join(limits)

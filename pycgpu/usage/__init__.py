@@ -85,6 +85,10 @@ class Sample:
     # fdinfo: device -> engine -> (drm-curfreq, drm-maxfreq) in Hz, as the clients report them
     frequency: dict[DevT, dict[str, tuple[int | None, int | None]]] = field(
         default_factory=dict)
+    # kernel: each device's totals, from the root cgroup's gpu.stat and gpu.memory.current
+    # (all GPU time, the root's and the kernel's work included, and every charged byte);
+    # empty where the kernel has no such files on the root
+    totals: dict[DevT, DeviceUsage] = field(default_factory=dict)
 
     def error(self, message: str, cgroup: str = "") -> None:
         """Record what could not be read; the sample goes on with the rest."""

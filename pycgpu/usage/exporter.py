@@ -31,6 +31,7 @@ Series are kept to what a fleet needs:
 
 from __future__ import annotations
 
+import socket
 import sys
 import threading
 import time
@@ -86,7 +87,7 @@ DEVICE_FAMILIES: dict[str, Family] = {
         "gauge", "kernel", LABELS, "High-water mark of the group's charge (gpu.memory.peak)."),
     "pycgpu_gpu_memory_limit_hits_total": _fam(
         "counter", "kernel", LABELS,
-        "Allocations refused because the group or an ancestor hit gpu.memory.max "
+        "Allocations refused because the group or a descendant hit its gpu.memory.max "
         "(gpu.memory.events max)."),
     "pycgpu_gpu_weight": _fam(
         "gauge", "kernel", LABELS, "The group's gpu.weight on the device."),
@@ -123,6 +124,18 @@ DEVICE_LEVEL_FAMILIES: dict[str, Family] = {
     "pycgpu_gpu_device_memory_total_bytes": _fam(
         "gauge", "both", ("device",),
         "The device's memory, where the driver reports it (amdgpu mem_info_vram_total)."),
+    "pycgpu_gpu_device_time_seconds_total": _fam(
+        "counter", "kernel", ("device",),
+        "All GPU time on the device: every cgroup's work, the root cgroup's and the kernel's "
+        "(the root cgroup's gpu.stat usage_usec)."),
+    "pycgpu_gpu_device_wait_seconds_total": _fam(
+        "counter", "kernel", ("device",),
+        "Time all queues on the device were ready but waiting (the root cgroup's gpu.stat "
+        "wait_usec)."),
+    "pycgpu_gpu_device_memory_used_bytes": _fam(
+        "gauge", "kernel", ("device",),
+        "GPU buffer memory charged on the device in all (the root cgroup's "
+        "gpu.memory.current)."),
     "pycgpu_gpu_engine_capacity": _fam(
         "gauge", "fdinfo", ("device", "engine"),
         "Engines of the class (drm-engine-capacity-<engine>, default 1)."),
@@ -251,8 +264,8 @@ class Exporter:
                                                        - len(sample.error_groups))
                 self._count(sorted(set(groups)))
                 if self.log is not None:
-                    for e in sample.errors:
-                        self.log(e)
+                    for error in sample.errors:
+                        self.log(error)
             self._device_level(out, sample)
             out.add("pycgpu_build_info", self._build, 1)
             src = f'source="{source}"'
@@ -324,6 +337,14 @@ class Exporter:
                         _labels(("device",), (d.name,)), total)
         if sample is None:
             return
+        for devt, du in sorted(sample.totals.items()):
+            labels = _labels(("device",), (self.device_label(devt),))
+            if du.gpu_time_ns is not None:
+                out.add("pycgpu_gpu_device_time_seconds_total", labels, du.gpu_time_ns / 1e9)
+            if du.wait_ns is not None:
+                out.add("pycgpu_gpu_device_wait_seconds_total", labels, du.wait_ns / 1e9)
+            if du.memory.get("current") is not None:
+                out.add("pycgpu_gpu_device_memory_used_bytes", labels, du.memory["current"] or 0)
         capacity: dict[tuple[DevT, str], int] = {}
         for group in sample.groups.values():
             for devt, du in group.devices.items():
@@ -367,16 +388,16 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
 
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
 def serve(exporter: Exporter, host: str, port: int) -> tuple[ThreadingHTTPServer,
                                                             threading.Thread]:
     """Serve @exporter on http://HOST:PORT/metrics from a daemon thread; port
     0 picks a free port (``server.server_port`` tells which)."""
-    import socket
-
     handler = type("Handler", (_Handler,), {"exporter": exporter})
-    server_class = _Server
-    if ":" in host:
-        server_class = type("Server6", (_Server,), {"address_family": socket.AF_INET6})
+    server_class = _Server6 if ":" in host else _Server
     server = server_class((host, port), handler)
     thread = threading.Thread(target=server.serve_forever, name="pycgpu-exporter",
                               daemon=True)

@@ -44,6 +44,7 @@ import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeAlias
 
 from ..formats import DevT, FormatError, decode
 from . import FDINFO, DeviceUsage, Engine, GroupUsage, Sample, Source
@@ -57,6 +58,10 @@ _FREQ_UNITS = {"Hz": 1, "KHz": 10**3, "kHz": 10**3, "MHz": 10**6, "GHz": 10**9}
 _NOT_DRM = ("/dev/pts/", "/dev/null", "/dev/tty", "/dev/urandom", "/dev/random", "/dev/zero",
             "/dev/ptmx", "/dev/shm/", "/dev/console", "/dev/kmsg", "/dev/net/", "/dev/kvm",
             "/dev/fuse", "/dev/mqueue/", "/dev/hugepages/")
+
+# what identifies a DRM client across fds and scans: (drm-pdev or the render
+# node, drm-client-id); ("fd", pid, fd) on kernels without drm-client-id
+ClientKey: TypeAlias = tuple[str | DevT, int] | tuple[str, int, str]
 
 
 @dataclass
@@ -154,7 +159,7 @@ def fd_devnum(path: str) -> tuple[int, int] | None:
 class _Found:
     """A DRM client found in one scan, before de-duplication is complete."""
 
-    key: tuple
+    key: ClientKey
     client: DrmClient
     pid: int
     cgroup: str
@@ -181,7 +186,7 @@ class FdinfoSource(Source):
         self.forget_s = forget_s
         self._render: dict[DevT, DevT] = {}
         self._render_loaded = 0.0
-        self._last: dict[tuple, _Last] = {}
+        self._last: dict[ClientKey, _Last] = {}
         self._acc: dict[tuple[str, DevT], dict[str, Engine]] = {}
         self._acc_seen: dict[tuple[str, DevT], float] = {}
         self._prev_ns: int | None = None
@@ -229,7 +234,7 @@ class FdinfoSource(Source):
         devnum = fd_devnum
         not_drm = _NOT_DRM
         unreadable = 0
-        clients: dict[tuple, _Found] = {}
+        clients: dict[ClientKey, _Found] = {}
         order: list[_Found] = []
         try:
             pids = os.listdir(proc)
@@ -273,7 +278,7 @@ class FdinfoSource(Source):
                 devt = self.render_devt(DevT(*num))
                 ipid = int(pid)
                 if client.client_id is None:  # very old kernel: one client per fd
-                    key: tuple = ("fd", ipid, fd)
+                    key: ClientKey = ("fd", ipid, fd)
                 else:
                     key = (client.pdev or devt, client.client_id)
                 if cgroup is None:
@@ -311,7 +316,7 @@ class FdinfoSource(Source):
         now = sample.time_ns
         wall_dt = now - self._prev_ns if self._prev_ns is not None else None
         self._prev_ns = now
-        last_all: dict[tuple, _Last] = {}
+        last_all: dict[ClientKey, _Last] = {}
         groups = sample.groups
         mono = time.monotonic()
         for f in found:

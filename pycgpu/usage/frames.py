@@ -1,17 +1,22 @@
 """The frames of ``pycgpu top``: plain text (pipes, ``--once``, batch mode)
 and rich's live display on a terminal (alternate screen, redrawn every
-refresh, ANSI only: works over ssh). Kept out of the command module so that
-``import pycgpu.cli`` stays small."""
+refresh, ANSI only: works over ssh); both draw the table with rich
+(:mod:`pycgpu.tables`). Kept out of the command module so that ``import
+pycgpu.cli`` stays small."""
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..formats import DevT
-from .view import Monitor, columns, plain_table, sort_rows, summary
+from ..tables import plain
+from .view import Monitor, columns, sort_rows, summary, table
+
+if TYPE_CHECKING:
+    from rich.console import Console, ConsoleOptions, OverflowMethod, RenderResult
 
 
 def run(monitor: Monitor, names: dict[DevT, str], *, interval: float, sort: str,
@@ -54,15 +59,16 @@ def run(monitor: Monitor, names: dict[DevT, str], *, interval: float, sort: str,
         return
 
 
-def rich_frame(monitor: Monitor, sort: str, reverse: bool, names: dict, wide: bool,
+def rich_frame(monitor: Monitor, sort: str, reverse: bool, names: dict[DevT, str], wide: bool,
                max_rows: int | None, unused: bool = False) -> Any:
-    """A frame for rich: the aligned text table of pycgpu stat, each line
-    cropped to the terminal's width (the cgroup path, last, goes first)."""
+    """A frame for rich: the summary line and the table of pycgpu stat,
+    fitted to the terminal's width (the cgroup path gives way first, then
+    the columns on the right are cut off)."""
     from rich.console import Group
     from rich.text import Text
 
-    def line(text: str, style: str = "", overflow: str = "ellipsis") -> Text:
-        return Text(text, style=style, no_wrap=True, overflow=overflow)  # type: ignore[arg-type]
+    def line(text: str, style: str = "", overflow: OverflowMethod = "ellipsis") -> Text:
+        return Text(text, style=style, no_wrap=True, overflow=overflow)
 
     assert monitor.sample is not None
     rows = sort_rows(monitor.rows(unused), sort, reverse)
@@ -70,13 +76,9 @@ def rich_frame(monitor: Monitor, sort: str, reverse: bool, names: dict, wide: bo
     parts: list[Any] = [line(summary(monitor, rows, names), "bold")]
     if rows:
         header, cells = columns(shown, names, wide)
-        table = plain_table(header, cells).splitlines()
-        name_width = max(len(c[0]) for c in cells)
-        parts.append(line(table[0].ljust(max(len(t) for t in table)), "reverse", "crop"))
-        for text in table[1:]:
-            t = line(text)
-            t.stylize("cyan", 0, name_width)
-            parts.append(t)
+        grid = table(header, cells, header_style="reverse")
+        grid.columns[0].style = "cyan"
+        parts.append(_Cropped(grid, _fixed_width(header, cells)))
     else:
         parts.append(line(f"no GPU usage found (source {monitor.sample.source})", "dim"))
     if len(shown) < len(rows):
@@ -89,13 +91,46 @@ def rich_frame(monitor: Monitor, sort: str, reverse: bool, names: dict, wide: bo
     return Group(*parts)
 
 
-def plain_frame(monitor: Monitor, sort: str, reverse: bool, names: dict, wide: bool,
+# what is left of the cgroup path before the table is cropped at the right edge
+_CGROUP_MIN = 12
+
+
+def _fixed_width(header: list[str], cells: list[list[str]]) -> int:
+    """The width of the table with the cgroup path cut to _CGROUP_MIN: the
+    other columns never shrink (numbers cut short would lie)."""
+    from rich.cells import cell_len
+
+    widths = [max(cell_len(h), *(cell_len(c[i]) for c in cells)) for i, h in enumerate(header)]
+    if "CGROUP" in header:
+        i = header.index("CGROUP")
+        widths[i] = min(widths[i], _CGROUP_MIN)
+    return sum(widths) + 2 * (len(widths) - 1)
+
+
+class _Cropped:
+    """A table drawn at least @width wide (the cgroup path gives way first,
+    down to _CGROUP_MIN), each line then cut at the terminal's right edge:
+    on a narrow terminal the columns on the right go, as in top(1)."""
+
+    def __init__(self, table: Any, width: int) -> None:
+        self.table, self.width = table, width
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from rich.segment import Segment
+
+        wide = options.update_width(max(options.max_width, self.width))
+        for line in console.render_lines(self.table, wide, pad=False):
+            yield from Segment.adjust_line_length(line, options.max_width, pad=False)
+            yield Segment.line()
+
+
+def plain_frame(monitor: Monitor, sort: str, reverse: bool, names: dict[DevT, str], wide: bool,
                 unused: bool = False) -> str:
     """A frame as plain text: the summary line, then the table."""
     rows = sort_rows(monitor.rows(unused), sort, reverse)
     lines = [summary(monitor, rows, names), ""]
     if rows:
-        lines.append(plain_table(*columns(rows, names, wide)))
+        lines.append(plain(table(*columns(rows, names, wide))))
     else:
         assert monitor.sample is not None
         lines.append(f"no GPU usage found (source {monitor.sample.source})")

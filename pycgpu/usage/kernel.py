@@ -18,7 +18,10 @@ of containers:
   texts, and most texts do not change from one refresh to the next.
 
 ``gpu.stat`` counters are hierarchical: an inner group's usage includes its
-children's. :attr:`GroupUsage.leaf` tells the groups apart.
+children's. :attr:`GroupUsage.leaf` tells the groups apart. The root cgroup
+has only ``gpu.stat`` and ``gpu.memory.current``, with each device's totals
+(the root's own and the kernel's work included): they go to
+:attr:`Sample.totals`, not to a group.
 """
 
 from __future__ import annotations
@@ -117,6 +120,7 @@ class KernelSource(Source):
         stack = [(root, "")]
         if len(self._parsed) > _CACHE_MAX:
             self._parsed.clear()
+        self._totals(root, sample)
         while stack:
             dirpath, rel = stack.pop()
             try:
@@ -148,6 +152,27 @@ class KernelSource(Source):
                     parent.leaf = False
                 if nlink != 2:  # sub-directories (or a file system that does not count)
                     stack.append((path, child_rel))
+
+    def _totals(self, root: str, sample: Sample) -> None:
+        """The devices' totals from the root's files, where the kernel has them."""
+        try:
+            dfd = os.open(root, _O_DIR)
+        except OSError as e:
+            raise SourceError(e.errno or 0, f"cannot open {root}: {e.strerror}") from None
+        try:
+            stat = _read(FILES[0], dfd)
+            if stat is None:
+                return
+            texts = (stat, _read(FILES[1], dfd), None, None, None, None, None, None)
+        except OSError as e:
+            sample.error(f"{root}: {e.strerror or e}")
+            return
+        finally:
+            os.close(dfd)
+        parsed = _parse(texts)
+        if parsed.error is not None:
+            sample.error(f"{root}/{parsed.error}")
+        sample.totals = parsed.devices
 
     def _group(self, dfd: int, path: str, rel: str, sample: Sample) -> GroupUsage | None:
         stat = _read(FILES[0], dfd)

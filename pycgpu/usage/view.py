@@ -1,6 +1,7 @@
 """What ``pycgpu top``, ``stat`` and ``exporter`` show: one row per (cgroup,
 device) with the container the cgroup belongs to, and the renderers (the
-``pycgpu.stat/v1`` JSON document, a plain text table, a rich table).
+``pycgpu.stat/v1`` JSON document, and the table of top and stat, drawn by
+:mod:`pycgpu.tables`).
 
 Which groups: by default the leaves (groups without gpu-reporting children:
 the containers themselves, as ``gpu.stat`` of inner groups includes their
@@ -12,11 +13,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..containers import Container, Resolver, identify
 from ..formats import DevT, format_size_human
 from . import DeviceUsage, GroupUsage, Rates, Sample, Source, rates
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 SCHEMA = "pycgpu.stat/v1"  # = schemas.STAT_V1
 
@@ -99,13 +103,12 @@ class Monitor:
 
     def measure(self, interval_s: float) -> Sample:
         """Two samples @interval_s apart (one if it is 0): the rates cover it."""
-        self.refresh()
+        sample = self.refresh()
         if interval_s > 0:
-            elapsed = (self.source.clock() - self.sample.time_ns) / 1e9
+            elapsed = (self.source.clock() - sample.time_ns) / 1e9
             time.sleep(max(0.0, interval_s - elapsed))
-            self.refresh()
-        assert self.sample is not None
-        return self.sample
+            sample = self.refresh()
+        return sample
 
     def container(self, path: str) -> Container | None:
         if path not in self._ids:
@@ -220,6 +223,18 @@ def _device_json(du: DeviceUsage, r: Rates | None, with_rates: bool) -> dict[str
     return d
 
 
+def _total_json(du: DeviceUsage) -> dict[str, Any]:
+    """A device's totals (the root cgroup's files), in gpu.stat's names."""
+    out: dict[str, Any] = {}
+    if du.gpu_time_ns is not None:
+        out["usage_usec"] = du.gpu_time_ns // 1000
+    if du.wait_ns is not None:
+        out["wait_usec"] = du.wait_ns // 1000
+    if du.memory.get("current") is not None:
+        out["memory_current"] = du.memory["current"]
+    return out
+
+
 def stat_document(monitor: Monitor, cgroup_root: str | None, interval_s: float,
                   device_names: dict[DevT, str] | None = None,
                   unused: bool = True) -> dict[str, Any]:
@@ -244,8 +259,14 @@ def stat_document(monitor: Monitor, cgroup_root: str | None, interval_s: float,
             str(devt): _device_json(du, monitor.rates.get((group.path, devt)), with_rates)
             for devt, du in group.devices.items() if devt in used}
         groups.append(item)
-    seen = sorted({d for g in monitor.groups() for d in g.devices})
+    seen = sorted({d for g in monitor.groups() for d in g.devices} | set(sample.totals))
     names = device_names or {}
+    devices: dict[str, dict[str, Any]] = {}
+    for d in seen:
+        devices[str(d)] = {"node": names.get(d)}
+        total = sample.totals.get(d)
+        if total is not None:
+            devices[str(d)]["total"] = _total_json(total)
     return {
         "schema": SCHEMA,
         "source": sample.source,
@@ -253,7 +274,7 @@ def stat_document(monitor: Monitor, cgroup_root: str | None, interval_s: float,
         "time": round(sample.wall_time, 3),
         "interval_s": round((sample.time_ns - monitor.prev.time_ns) / 1e9, 3)
         if monitor.prev is not None else None,
-        "devices": {str(d): {"node": names.get(d)} for d in seen},
+        "devices": devices,
         "groups": groups,
         "errors": list(sample.errors),
     }
@@ -264,16 +285,6 @@ def stat_document(monitor: Monitor, cgroup_root: str | None, interval_s: float,
 
 def pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.1f}"
-
-
-def size(v: int | None, limit: bool = False) -> str:
-    if v is None:
-        return "max" if limit else "-"
-    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
-        if v >= 1 << shift:
-            text = f"{v / (1 << shift):.1f}".rstrip("0").rstrip(".")
-            return text + unit
-    return format_size_human(v) if v else "0"
 
 
 def engine_names(rows: list[Row]) -> list[str]:
@@ -317,9 +328,10 @@ def columns(rows: list[Row], device_names: dict[DevT, str] | None = None,
         if kernel:
             line += [pct(r.wait_percent)]
         if memory:
-            line += [size(mem.get("current"))]
+            cur = mem.get("current")
+            line += ["-" if cur is None else format_size_human(cur)]
         if kernel:
-            line += [size(mem.get("max"), limit=True) if "max" in mem else "-",
+            line += [format_size_human(mem["max"]) if "max" in mem else "-",
                      str(mem.get("limit_hits", "-")),
                      str(r.usage.weight) if r.usage.weight is not None else "-",
                      str(r.group.priority_effective)
@@ -332,17 +344,18 @@ def columns(rows: list[Row], device_names: dict[DevT, str] | None = None,
     return header, cells
 
 
-def plain_table(header: list[str], cells: list[list[str]]) -> str:
-    """Columns aligned with spaces: text left, numbers right."""
-    widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(header)]
-    left = {"CONTAINER", "POD", "DEVICE", "RUNTIME", "CGROUP"}
+# text columns, left-aligned; the others are numbers
+TEXT_COLUMNS = frozenset({"CONTAINER", "POD", "DEVICE", "RUNTIME", "CGROUP"})
 
-    def fmt(values: list[str]) -> str:
-        out = [v.ljust(w) if h in left else v.rjust(w)
-               for v, w, h in zip(values, widths, header, strict=True)]
-        return "  ".join(out).rstrip()
 
-    return "\n".join([fmt(header)] + [fmt(c) for c in cells])
+def table(header: list[str], cells: list[list[str]], *, header_style: str = "bold") -> Table:
+    """The rich table of @header and @cells (:func:`columns`): text on the
+    left, numbers on the right; drawn narrower than its natural width (top's
+    live view), the cgroup path gives way first."""
+    from ..tables import table as rich_table
+
+    return rich_table(header, cells, left=TEXT_COLUMNS, cut={"CGROUP"},
+                      header_style=header_style)
 
 
 def summary(monitor: Monitor, rows: list[Row], device_names: dict[DevT, str]) -> str:
@@ -357,5 +370,6 @@ def summary(monitor: Monitor, rows: list[Row], device_names: dict[DevT, str]) ->
         leaves = [r for r in rows if r.devt == d and r.group.leaf]
         total = sum(r.gpu_percent or 0.0 for r in leaves)
         mem = sum(r.usage.memory.get("current") or 0 for r in leaves)
-        parts.append(f"{device_names.get(d, str(d))} GPU {total:.1f}% mem {size(mem)}")
+        name = device_names.get(d, str(d))
+        parts.append(f"{name} GPU {total:.1f}% mem {format_size_human(mem)}")
     return "  |  ".join(parts)

@@ -4,8 +4,11 @@ trees with two GPUs (an i915 PCI device and vgem).
 
 The fake kernel replaces pycgpu.cgroup's three file-system seams (_mkdir,
 _rmdir, _write_file): mkdir populates interface files like cgroupfs does,
-writes parse and validate like the controller (EINVAL, ERANGE, ENOENT,
-EACCES), rmdir removes the interface files. Tests make a step fail with
+rmdir removes them. Writes to the knobs are answered by the reference model
+of tests/kernel_model.py, not by pycgpu's parsers (which would judge
+themselves): its errno (EINVAL, ERANGE, E2BIG, ...) or the canonical text
+the kernel would print; the model is checked against a table recorded from
+the real kernel. Tests make a step fail with
 ``fake.fail["a/gpu.priority"] = errno.ERANGE``.
 """
 
@@ -13,14 +16,13 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from kernel_model import Model, Refused
 
 from pycgpu import cgroup as cgroup_mod
-from pycgpu import formats
 from pycgpu.formats import DevT
 
 I915 = DevT(226, 128)
@@ -135,16 +137,14 @@ class FakeKernel:
         if code:
             raise _err(code)
         text = data.decode()
-        handler = {
-            "cgroup.subtree_control": self._subtree_control,
-            "cgroup.procs": self._procs,
-            "gpu.weight": self._weight,
-            "gpu.priority": self._priority,
-            "gpu.memory.max": self._memory_max,
-        }.get(path.name)
-        if handler is None:
+        if path.name in ("gpu.weight", "gpu.priority", "gpu.memory.max"):
+            self._knob(path, data)
+        elif path.name == "cgroup.subtree_control":
+            self._subtree_control(path, text)
+        elif path.name == "cgroup.procs":
+            self._procs(path, text)
+        else:
             raise _err(errno.EACCES)
-        handler(path, text)
         self.log.append((self.rel(path), text))
 
     def _subtree_control(self, path: Path, text: str) -> None:
@@ -169,58 +169,17 @@ class FakeKernel:
         pids = path.read_text().split()
         path.write_text("".join(f"{p}\n" for p in [*pids, str(pid)]))
 
-    def _number(self, text: str, lo: int, hi: int) -> int:
-        if not re.fullmatch(r"[+-]?\d+", text):
-            raise _err(errno.EINVAL)
-        value = int(text)
-        if not lo <= value <= hi:
-            raise _err(errno.ERANGE)
-        return value
-
-    def _dev(self, text: str) -> DevT:
+    def _knob(self, path: Path, data: bytes) -> None:
+        """A write to a knob, as the model of kernel/cgroup/gpu.c answers it."""
+        model = Model({(d.major, d.minor): True for d in sorted(self.devices)})
+        model.load(path.name, path.read_text())
         try:
-            dev = DevT.parse(text)
-        except formats.FormatError:
-            raise _err(errno.EINVAL) from None
-        if dev not in self.devices:
-            raise _err(errno.EINVAL)
-        return dev
-
-    def _weight(self, path: Path, text: str) -> None:
-        weights = formats.parse_weight(path.read_text())
-        words = text.split()
-        if len(words) == 1:
-            weights.default = self._number(words[0], 1, 10000)
-        elif len(words) == 2 and words[0] == "default":
-            weights.default = self._number(words[1], 1, 10000)
-        elif len(words) == 2:
-            dev = self._dev(words[0])
-            if words[1] == "default":
-                weights.devices.pop(dev, None)
-            else:
-                weights.devices[dev] = self._number(words[1], 1, 10000)
-        else:
-            raise _err(errno.EINVAL)
-        path.write_text(formats.format_weight(weights))
-
-    def _priority(self, path: Path, text: str) -> None:
-        value = self._number(text.strip(), -1023, 1023)
-        path.write_text(f"{value}\n")
-        self._effective(path.parent)
-
-    def _memory_max(self, path: Path, text: str) -> None:
-        words = text.split()
-        if len(words) != 2:
-            raise _err(errno.EINVAL)
-        dev = self._dev(words[0])
-        try:
-            value = formats.parse_size(words[1])
-        except formats.FormatError:
-            raise _err(errno.EINVAL) from None
-        limits = formats.parse_flat_keyed(path.read_text())
-        limits[dev] = value
-        path.write_text("".join(f"{d} {formats.format_size(v)}\n" for d, v in sorted(
-            limits.items())))
+            model.write(path.name, data)
+        except Refused as e:
+            raise _err(e.code) from None
+        path.write_text(model.render(path.name))
+        if path.name == "gpu.priority":
+            self._effective(path.parent)
 
 
 @pytest.fixture

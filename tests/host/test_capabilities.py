@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -23,7 +24,10 @@ PROC_CGROUPS = "#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpu\t0\t1\t1\n"
 
 @pytest.fixture
 def host(tmp_path):
-    """A pure cgroup v2 host with the gpu controller, not run by systemd."""
+    """A pure cgroup v2 host with the gpu controller, not booted by systemd,
+    without GRUB, pycgpu installed without a checkout of its repository
+    (:func:`booted_by_systemd`, :func:`with_grub`, :func:`in_checkout`
+    change that)."""
     root = tmp_path / "cgroup"
     root.mkdir()
     (root / "cgroup.controllers").write_text("cpu memory gpu\n")
@@ -34,7 +38,26 @@ def host(tmp_path):
     (proc / "cgroups").write_text(PROC_CGROUPS + "gpu\t0\t1\t1\n")
     (proc / "comm").write_text("init\n")
     return Host(mountinfo=proc / "mountinfo", proc_cgroups=proc / "cgroups",
-                pid1_comm=proc / "comm")
+                pid1_comm=proc / "comm", systemd_run=tmp_path / "run/systemd/system",
+                grub_default=tmp_path / "etc/default/grub",
+                checkout_series=tmp_path / "src/kernel/drivers-gpu-cgroup")
+
+
+def booted_by_systemd(host: Host) -> Host:
+    host.systemd_run.mkdir(parents=True)
+    host.pid1_comm.write_text("systemd\n")
+    return host
+
+
+def with_grub(host: Host) -> Host:
+    host.grub_default.parent.mkdir(parents=True)
+    host.grub_default.write_text('GRUB_CMDLINE_LINUX=""\n')
+    return host
+
+
+def in_checkout(host: Host) -> Host:
+    host.checkout_series.mkdir(parents=True)
+    return host
 
 
 def by_id(report):
@@ -74,14 +97,55 @@ def test_no_cgroup2_mounted(host):
 
 
 def test_hybrid_host(host):
+    booted_by_systemd(with_grub(host))
     host.mountinfo.write_text(HYBRID)
     f = by_id(check(host))["cgroup2"]
     assert f.status == PROBLEM
     assert "v1/hybrid" in f.message and "cpu" in f.message and "/sys/fs/cgroup/unified" in f.message
-    assert "systemd.unified_cgroup_hierarchy=1" in f.fix and "update-grub" in f.fix
+    assert f.fix == (
+        "add systemd.unified_cgroup_hierarchy=1 to the kernel command line and reboot, e.g. "
+        "sudo sed -i 's/^GRUB_CMDLINE_LINUX=\"/&systemd.unified_cgroup_hierarchy=1 /' "
+        f"{host.grub_default} && sudo update-grub && sudo reboot")
 
 
-def test_kernel_without_controller(host):
+def test_hybrid_host_the_sed_edits_grub(host):
+    booted_by_systemd(with_grub(host))
+    host.mountinfo.write_text(HYBRID)
+    fix = by_id(check(host))["cgroup2"].fix
+    sed = fix.split("e.g. ", 1)[1].split(" && ")[0].removeprefix("sudo ")
+    subprocess.run(sed, shell=True, check=True)
+    assert host.grub_default.read_text() == (
+        'GRUB_CMDLINE_LINUX="systemd.unified_cgroup_hierarchy=1 "\n')
+
+
+def test_hybrid_host_with_systemd_without_grub(host):
+    booted_by_systemd(host)
+    host.mountinfo.write_text(HYBRID)
+    f = by_id(check(host))["cgroup2"]
+    assert f.fix == ("add systemd.unified_cgroup_hierarchy=1 to the kernel command line of "
+                     "your boot loader and reboot")
+
+
+@pytest.mark.parametrize("grub", [False, True])
+def test_hybrid_host_without_systemd(host, grub):
+    """No systemd kernel parameter or step on a host systemd did not boot."""
+    if grub:
+        with_grub(host)
+    host.mountinfo.write_text(HYBRID)
+    report = check(host)
+    f = by_id(report)["cgroup2"]
+    assert f.status == PROBLEM
+    assert "systemd" not in f.fix
+    assert "add cgroup_no_v1=all to the kernel command line" in f.fix
+    assert ("update-grub" in f.fix) == grub
+    assert ("of your boot loader" in f.fix) == (not grub)
+    assert all("systemd" not in (x.fix or "") for x in report.findings)
+
+
+@pytest.mark.parametrize("checkout", [False, True])
+def test_kernel_without_controller(host, checkout):
+    if checkout:
+        in_checkout(host)
     root = host.mountinfo.parent.parent / "cgroup"
     (root / "cgroup.controllers").write_text("cpu memory\n")
     host.proc_cgroups.write_text(PROC_CGROUPS)
@@ -90,15 +154,38 @@ def test_kernel_without_controller(host):
     assert f["gpu"].status == PROBLEM
     assert "CONFIG_CGROUP_GPU" in f["gpu"].message
     assert f["path"].status == INFO  # not checked without a controller
+    fix = f["gpu"].fix
+    assert fix.startswith("boot a kernel built with the pycgpu patch series (CONFIG_CGROUP_GPU=y)")
+    if checkout:
+        assert fix.endswith(": make kernel, see README")
+    else:  # installed with pip: make kernel is not there
+        assert "make kernel" not in fix
+        assert "kernel/drivers-gpu-cgroup/ of pycgpu's source repository" in fix
 
 
-def test_controller_disabled_on_cmdline(host):
+def test_the_checkout_is_found_next_to_the_package():
+    from pycgpu import capabilities
+
+    series = Path(capabilities.__file__).resolve().parent.parent / "kernel/drivers-gpu-cgroup"
+    assert Host().checkout_series == series
+    assert Host().checkout == series.is_dir()
+
+
+@pytest.mark.parametrize("grub", [False, True])
+def test_controller_disabled_on_cmdline(host, grub):
+    if grub:
+        with_grub(host)
     root = host.mountinfo.parent.parent / "cgroup"
     (root / "cgroup.controllers").write_text("cpu memory\n")
     host.proc_cgroups.write_text(PROC_CGROUPS + "gpu\t0\t1\t0\n")
     f = by_id(check(host))["gpu"]
     assert "disabled on the kernel command line" in f.message
-    assert "cgroup_disable=gpu" in f.fix
+    if grub:
+        assert f.fix == (f"remove cgroup_disable=gpu from GRUB_CMDLINE_LINUX in "
+                         f"{host.grub_default}, then sudo update-grub && sudo reboot")
+    else:
+        assert f.fix == ("remove cgroup_disable=gpu from the kernel command line of your boot "
+                         "loader and reboot")
 
 
 def test_path_not_enabled_fix_is_exact(host):
@@ -126,6 +213,7 @@ def test_path_missing(host):
 
 
 def test_systemd_tree_without_gpu(host):
+    host.systemd_run.mkdir(parents=True)
     root = host.mountinfo.parent.parent / "cgroup"
     for d in ("init.scope", "system.slice", "user.slice"):
         (root / d).mkdir()
@@ -139,9 +227,23 @@ def test_systemd_tree_without_gpu(host):
 
 
 def test_systemd_detected_through_pid1(host):
-    host.pid1_comm.write_text("systemd\n")
+    booted_by_systemd(host)
     f = by_id(check(host))["systemd"]
     assert f.status == PROBLEM  # the root's subtree_control lacks gpu
+
+
+def test_no_systemd_steps_on_a_host_systemd_did_not_boot(host):
+    """A tree that looks like systemd's (init.scope, slices), pid 1 named
+    systemd, but no /run/systemd/system: no systemd step is recommended."""
+    host.pid1_comm.write_text("systemd\n")
+    root = host.mountinfo.parent.parent / "cgroup"
+    for d in ("init.scope", "system.slice"):
+        (root / d).mkdir()
+        (root / d / "cgroup.subtree_control").write_text("cpu memory\n")
+    report = check(host)
+    f = by_id(report)["systemd"]
+    assert (f.status, f.fix) == (INFO, None)
+    assert report.ok
 
 
 def test_dmem_present(host):

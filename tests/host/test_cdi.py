@@ -73,9 +73,12 @@ def test_unwritable_output_is_a_refusal(tmp_path, cli):
     assert "No such file or directory" in r.output
 
 
-def test_unknown_device(cli):
-    r = cli("cdi", "generate", "--device", "renderD300", code=2)
+def test_unknown_device(cli, tmp_path):
+    out = tmp_path / "cdi" / "pycgpu.json"
+    out.parent.mkdir()
+    r = cli("cdi", "generate", "--device", "renderD300", "-o", str(out), code=2)
     assert "--device 'renderD300': unknown device 'renderD300'" in r.output
+    assert list(out.parent.iterdir()) == []  # no spec, no temporary file
 
 
 def test_no_render_nodes(cli, tmp_path):

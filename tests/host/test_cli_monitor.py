@@ -22,12 +22,15 @@ from click.testing import CliRunner
 from fakeproc import FakeProc, client, fake_devnum, fixture
 from prometheus_client.parser import text_string_to_metric_families
 
+from pycgpu import usage
 from pycgpu.cli import main
 from pycgpu.commands.cmd_monitor import parse_listen
 from pycgpu.containers import Resolver
+from pycgpu.formats import DevT
 from pycgpu.schemas import STAT_SCHEMA
 from pycgpu.usage import exporter as exp
 from pycgpu.usage import fdinfo as fdinfo_mod
+from pycgpu.usage import view
 from pycgpu.usage.fdinfo import FdinfoSource
 from pycgpu.usage.kernel import KernelSource
 from pycgpu.usage.view import Monitor
@@ -481,3 +484,185 @@ def test_stat_with_a_non_utf8_file_warns_and_goes_on(env):
     doc = json.loads(r.stdout)
     assert any("not UTF-8" in e for e in doc["errors"])
     assert TRAIN in [g["path"] for g in doc["groups"]]
+
+
+def test_device_totals_from_the_root_in_stat_and_the_exporter(env, fake_sysfs):
+    from pycgpu.devices import discover
+
+    root = Path(env["PYCGPU_CGROUP_ROOT"])
+    (root / "gpu.stat").write_text("226:128 usage_usec=9000000 wait_usec=2000000 sched=1\n"
+                                   "226:129 usage_usec=0 wait_usec=0 sched=0\n")
+    (root / "gpu.memory.current").write_text("226:128 3221225472\n226:129 0\n")
+    doc = json.loads(run(env, "stat", "--json", "--interval", "0"))
+    jsonschema.validate(doc, STAT_SCHEMA)
+    assert doc["devices"]["226:128"]["total"] == {
+        "usage_usec": 9000000, "wait_usec": 2000000, "memory_current": 3 << 30}
+    assert doc["devices"]["226:129"]["total"] == {
+        "usage_usec": 0, "wait_usec": 0, "memory_current": 0}
+    assert "/" not in {g["path"] for g in doc["groups"]}
+    got = samples_of(kernel_exporter(env, devices=discover(*fake_sysfs)).scrape().decode())
+    assert got[("pycgpu_gpu_device_time_seconds_total", None, "renderD128", None, None,
+                None)].value == 9.0
+    assert got[("pycgpu_gpu_device_wait_seconds_total", None, "renderD128", None, None,
+                None)].value == 2.0
+    assert got[("pycgpu_gpu_device_memory_used_bytes", None, "renderD128", None, None,
+                None)].value == 3 << 30
+    assert got[("pycgpu_gpu_device_memory_used_bytes", None, "renderD129", None, None,
+                None)].value == 0
+
+
+def test_no_device_totals_without_root_files(env):
+    doc = json.loads(run(env, "stat", "--json", "--interval", "0"))
+    assert all("total" not in d for d in doc["devices"].values())
+    text = kernel_exporter(env).scrape().decode()
+    assert "pycgpu_gpu_device_time_seconds_total" not in text
+
+
+# the numbers, the order and the text of the views --------------------------------------------
+
+SECOND = 1_000_000_000
+
+
+@pytest.fixture
+def clock(env, monkeypatch):
+    """A fake monotonic clock; the sleep of a measurement advances it by the
+    interval and makes the train container's counters move: 1 s of GPU
+    time and 3 s of waiting (three queues) in 2 s, and as much for its pod,
+    whose counters include it."""
+    now = [1000 * SECOND]
+    monkeypatch.setattr(usage.Source, "clock", staticmethod(lambda: now[0]))
+    root = Path(env["PYCGPU_CGROUP_ROOT"])
+    (root / POD.lstrip("/") / "gpu.stat").write_text("226:128 usage_usec=4000000 "
+                                                      "wait_usec=1000000\n")
+    (root / POD.lstrip("/") / "gpu.memory.current").write_text("226:128 1073741824\n")
+
+    def sleep(seconds: float) -> None:
+        now[0] += int(seconds * SECOND)
+        for group in (TRAIN, POD):
+            (root / group.lstrip("/") / "gpu.stat").write_text(
+                "226:128 usage_usec=5000000 wait_usec=4000000\n")
+
+    monkeypatch.setattr(view.time, "sleep", sleep)
+    return now
+
+
+# numbers -------------------------------------------------------------------------------------
+
+
+def test_stat_json_wait_percent_is_the_rate(env, clock):
+    doc = json.loads(run(env, "stat", "--json", "--interval", "2"))
+    assert doc["interval_s"] == 2.0
+    dev = {g["path"]: g for g in doc["groups"]}[TRAIN]["devices"]["226:128"]
+    assert dev["gpu_percent"] == 50.0  # 1 s of GPU time in 2 s
+    assert dev["wait_percent"] == 150.0  # 3 s of waiting in 2 s: summed over queues
+    assert dev["wait_usec"] == 4000000 and dev["usage_usec"] == 5000000
+    web = {g["path"]: g for g in doc["groups"]}[WEB]["devices"]["226:128"]
+    assert web["gpu_percent"] == 0.0 and web["wait_percent"] == 0.0
+
+
+def test_stat_text_shows_the_rates(env, clock):
+    out = run(env, "stat", "--interval", "2", "--sort", "gpu").splitlines()
+    header = re.split(r"\s+", out[0])
+    first = dict(zip(header, re.split(r"\s+", out[1]), strict=False))
+    assert (first["CONTAINER"], first["GPU%"], first["WAIT%"]) == ("trainer", "50.0", "150.0")
+
+
+def test_exporter_priority_effective_is_its_own_value(env, cli):
+    """A group whose priority is capped by an ancestor: the two metrics differ."""
+    cli.fake.make("team/job")
+    cli("set", "team/job", "--priority", "500")  # capped by /team's 0
+    monitor = Monitor(KernelSource(Path(env["PYCGPU_CGROUP_ROOT"])),
+                      Resolver(env["PYCGPU_RUNTIME_ROOT"]))
+    (Path(env["PYCGPU_CGROUP_ROOT"]) / "team/job/gpu.stat").write_text(
+        "226:128 usage_usec=7 wait_usec=0\n")
+    text = exp.Exporter(monitor).scrape().decode()
+    got = {(s.name, s.labels.get("cgroup")): s.value
+           for fam in text_string_to_metric_families(text) for s in fam.samples}
+    assert got[("pycgpu_gpu_priority", "/team/job")] == 500
+    assert got[("pycgpu_gpu_priority_effective", "/team/job")] == 0
+    assert got[("pycgpu_gpu_priority", WEB)] == -5
+    assert got[("pycgpu_gpu_priority_effective", WEB)] == -5
+
+
+# order ---------------------------------------------------------------------------------------
+
+
+def _names(out: str) -> list[str]:
+    return [line.split()[0] for line in out.splitlines()[3:]]
+
+
+def test_top_reverse_reverses_the_order(env):
+    args = ("top", "--once", "-i", "0", "--unused")
+    for key in ("container", "memory", "cgroup"):
+        ordered = _names(run(env, *args, "--sort", key))
+        assert _names(run(env, *args, "--sort", key, "--reverse")) == ordered[::-1], key
+    # numbers: the biggest first, reversed the smallest first (no memory reading last)
+    assert _names(run(env, *args, "--sort", "memory"))[0] == "trainer"
+    assert _names(run(env, *args, "--sort", "container")) == [
+        "a1b2c3d4e5f6", "train", "trainer", "trainer"]
+    assert _names(run(env, *args, "--sort", "container", "-r")) == [
+        "trainer", "trainer", "train", "a1b2c3d4e5f6"]
+
+
+def test_top_summary_with_all_counts_leaves_only(env, clock):
+    """--all adds the inner groups as rows; the device totals of the summary
+    still sum the leaves (an inner group's counters include its children's)."""
+    out = run(env, "top", "--once", "-i", "2", "--all", "--sort", "cgroup")
+    summary = out.splitlines()[0]
+    assert "source kernel  |  3 groups  |  1 devices" in summary
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[3:]}
+    pod = POD.rsplit("/", 1)[1]
+    assert list(rows) == [pod, "trainer", "a1b2c3d4e5f6"]
+    assert rows[pod][3:6] == ["50.0", "150.0", "1G"]  # the pod's own row: its counters
+    assert rows["trainer"][3:6] == ["50.0", "150.0", "1G"]
+    assert summary.endswith("renderD128 GPU 50.0% mem 1G")  # not 100.0%, not 2G
+
+
+def test_stat_rows_sort_by_device_number(env, cli):
+    root = Path(env["PYCGPU_CGROUP_ROOT"])
+    (root / WEB.lstrip("/") / "gpu.stat").write_text(
+        "226:1000 usage_usec=1 wait_usec=0\n226:129 usage_usec=1 wait_usec=0\n"
+        "226:128 usage_usec=1 wait_usec=0\n")
+    out = run(env, "stat", "-i", "0", "--sort", "device")
+    devices = [re.split(r"\s+", line)[2] for line in out.splitlines()[1:]
+               if line.startswith("a1b2c3d4e5f6")]
+    assert devices == ["renderD128", "renderD129", "226:1000"]  # unnamed: MAJ:MIN
+    assert sorted([DevT(226, 1000), DevT(226, 129)]) == [DevT(226, 129), DevT(226, 1000)]
+
+
+# where text goes -----------------------------------------------------------------------------
+
+
+def test_warnings_go_to_stderr(env, cli):
+    broken = Path(env["PYCGPU_CGROUP_ROOT"]) / WEB.lstrip("/") / "gpu.stat"
+    broken.write_bytes(b"\xff\n")
+    r = CliRunner().invoke(main, ["stat", "-i", "0"], env=env)
+    assert r.exit_code == 0
+    assert r.stderr.startswith("warning: ") and "not UTF-8" in r.stderr
+    assert "warning" not in r.stdout and "not UTF-8" not in r.stdout
+    assert r.stdout.startswith("CONTAINER")
+    # with --json the document carries them: stdout stays one JSON document
+    r = CliRunner().invoke(main, ["stat", "-i", "0", "--json"], env=env)
+    assert any("not UTF-8" in e for e in json.loads(r.stdout)["errors"])
+    cli.fake.make("team/job")
+    r = CliRunner().invoke(main, ["set", "team/job", "--priority", "500"], env=env)
+    assert r.exit_code == 0 and r.stdout == ""
+    assert r.stderr.startswith("warning: /team/job gets priority 500")
+    r = CliRunner().invoke(main, ["k8s", "inventory", "--json", "--shares", "renderD7=3"],
+                           env=env)
+    assert r.exit_code == 0 and "renderD7" in r.stderr
+    assert json.loads(r.stdout)["warnings"]  # stdout stays one JSON document
+
+
+def test_tables_are_plain_text_when_not_a_terminal(env):
+    out = run(env, "stat", "-i", "0")
+    assert "\x1b" not in out
+    assert all(line == line.rstrip() for line in out.splitlines())
+    header, *rows = out.splitlines()
+    # text columns start under their header, numbers end under theirs
+    trainer = next(line for line in rows if line.startswith("trainer"))
+    assert trainer.index("ml/train-0") == header.index("POD")
+    assert trainer[:header.index("WEIGHT") + len("WEIGHT")].endswith("  300")
+    assert trainer[:header.index("MEMORY") + len("MEMORY")].endswith("  1G")
+    # a long cell is neither cut nor wrapped
+    assert any(line.endswith(TRAIN) for line in out.splitlines())

@@ -34,15 +34,29 @@ def test_show_text(cli, tree):
     r = cli("show", "a")
     assert r.output.splitlines() == [
         "/a",
-        "  weight               default 300, 226:128 50",
+        "  weight               default 300, renderD128 (226:128) 50",
         "  priority             -5 (effective -5)",
-        "  memory.max           226:128 512M, 226:129 max",
-        "  memory.current       226:128 4K, 226:129 0",
-        "  memory.peak          226:128 8K, 226:129 0",
-        "  memory.events        226:128 max=3; 226:129 max=0",
-        "  memory.events.local  226:128 max=1; 226:129 max=0",
-        "  stat                 226:128 usage_usec=1500 wait_usec=20",
+        "  memory.max           renderD128 (226:128) 512M, renderD129 (226:129) max",
+        "  memory.current       renderD128 (226:128) 4K, renderD129 (226:129) 0",
+        "  memory.peak          renderD128 (226:128) 8K, renderD129 (226:129) 0",
+        "  memory.events        renderD128 (226:128) max=3; renderD129 (226:129) max=0",
+        "  memory.events.local  renderD128 (226:128) max=1; renderD129 (226:129) max=0",
+        "  stat                 renderD128 (226:128) usage_usec=1500 wait_usec=20",
     ]
+
+
+def test_show_text_sizes_and_unknown_devices(cli, tree):
+    """Sizes in the one human format (exact where a whole number of a unit,
+    else one decimal); a device without a known render node keeps its
+    MAJ:MIN alone."""
+    a = tree.root / "a"
+    (a / "gpu.memory.max").write_text("226:128 1610612736\n226:129 max\n226:140 4096\n")
+    (a / "gpu.memory.current").write_text("226:128 1000000\n226:129 12348030976\n")
+    lines = {line.split()[0]: line for line in cli("show", "a").output.splitlines()}
+    assert lines["memory.max"].split(None, 1)[1] == (
+        "renderD128 (226:128) 1536M, renderD129 (226:129) max, 226:140 4K")
+    assert lines["memory.current"].split(None, 1)[1] == (
+        "renderD128 (226:128) 976.6K, renderD129 (226:129) 11.5G")
 
 
 def test_show_recursive_text(cli, tree):
@@ -122,3 +136,16 @@ def test_show_1000_groups(cli):
     doc = json.loads(cli("show", "-r", "--json", "many").output)
     assert len(doc["cgroups"]) == 1001
     assert all(item["gpu_enabled"] for item in doc["cgroups"][1:])
+
+
+def test_show_root_with_device_totals(cli, tree, fake):
+    (fake.root / "gpu.stat").write_text("226:128 usage_usec=5 wait_usec=1 sched=1\n")
+    (fake.root / "gpu.memory.current").write_text("226:128 1048576\n")
+    doc = json.loads(cli("show", "--json").output)
+    assert doc["cgroups"] == [{"path": "/", "gpu_enabled": False,
+                               "stat": {"226:128": {"usage_usec": 5, "wait_usec": 1, "sched": 1}},
+                               "memory": {"current": {"226:128": 1048576}}}]
+    assert cli("show").output.splitlines() == [
+        "/  (device totals)",
+        "  memory.current       renderD128 (226:128) 1M",
+        "  stat                 renderD128 (226:128) usage_usec=5 wait_usec=1 sched=1"]

@@ -48,9 +48,11 @@ def test_create_plain_and_absolute_path(cli):
 
 def test_create_existing(cli):
     cli.fake.make("a")
-    r = cli("create", "a", code=2)
+    before = cli.fake.snapshot()
+    r = cli("create", "a", "--priority", "7", code=2)
     assert r.output.strip() == ("Error: cgroup /a already exists (change it with pycgpu set /a, "
                                 "or pass --exist-ok)")
+    assert cli.fake.snapshot() == before and cli.fake.log == []
     cli("create", "a", "--exist-ok", "--priority", "7")
     assert read(cli, "a/gpu.priority") == "7\n"
 
@@ -65,8 +67,10 @@ def test_create_exist_ok_enables_gpu_along_existing_path(cli):
 
 
 def test_create_root_refused(cli):
-    r = cli("create", "/", code=2)
+    before = cli.fake.snapshot()
+    r = cli("create", "/", "--weight", "5", code=2)
     assert "root cgroup" in r.output
+    assert cli.fake.snapshot() == before and cli.fake.log == []
 
 
 def test_create_dry_run_writes_nothing(cli):
@@ -125,10 +129,12 @@ def test_bad_values_write_nothing(cli, command, args, message):
 
 def test_create_without_controller(cli):
     (cli.fake.root / "cgroup.controllers").write_text("cpu memory\n")
+    before = cli.fake.snapshot()
     r = cli("create", "a", "--weight", "5", code=1)
     assert r.output.strip() == (f"Error: no gpu controller in {cli.fake.root}/cgroup.controllers "
                                 "(kernel without CONFIG_CGROUP_GPU; fix: see pycgpu check)")
     assert not (cli.fake.root / "a").exists()
+    assert cli.fake.snapshot() == before and cli.fake.log == []
 
 
 def test_create_memory_on_kernel_without_memory_is_rolled_back(cli):
@@ -236,15 +242,20 @@ def test_set_dry_run(cli, group):
      (["a/../..", "--priority", "1"], 2, "must not contain '..'")],
 )
 def test_set_bad_requests(cli, group, args, code, message):
+    before = cli.fake.snapshot()
     r = cli("set", *args, code=code)
     assert message in r.output
+    assert cli.fake.snapshot() == before and cli.fake.log == []
+    assert not (cli.fake.root / "nope").exists()
 
 
 def test_set_without_gpu_enabled(cli):
     (cli.fake.root / "plain").mkdir()
+    before = cli.fake.snapshot()
     r = cli("set", "plain", "--weight", "5", code=1)
     assert r.output.strip() == ("Error: the gpu controller is not enabled for /plain (no "
                                 "gpu.weight; fix: pycgpu create /plain --exist-ok)")
+    assert cli.fake.snapshot() == before and cli.fake.log == []  # gpu not enabled for it
 
 
 def test_set_memory_on_kernel_without_memory(cli):
@@ -266,9 +277,11 @@ def test_set_memory_on_kernel_without_memory(cli):
 )
 def test_kernel_refusals_are_translated(cli, group, code, text):
     cli.fake.fail["a/gpu.priority"] = code
-    r = cli("set", "a", "--priority", "1", code=1)
+    before = cli.fake.snapshot()
+    r = cli("set", "a", "--weight", "5", "--priority", "1", code=1)
     assert text in r.output
     assert len(r.output.strip().splitlines()) == 1
+    assert cli.fake.snapshot() == before  # the weight written first is back
 
 
 # rm ------------------------------------------------------------------------------
@@ -284,9 +297,11 @@ def test_rm_leaf(cli):
 def test_rm_with_children_needs_recursive(cli):
     cli.fake.make("a/b")
     cli.fake.make("a/c/d")
+    before = cli.fake.snapshot()
     r = cli("rm", "a", code=2)
     assert "cgroup /a has child groups (/a/b, /a/c): remove them first or pass --recursive" in (
         r.output)
+    assert cli.fake.snapshot() == before
     r = cli("rm", "-r", "a", "--dry-run")
     root = cli.fake.root
     assert r.output.splitlines() == [f"would rmdir {root}/a/b", f"would rmdir {root}/a/c/d",
@@ -298,17 +313,23 @@ def test_rm_with_children_needs_recursive(cli):
 
 def test_rm_busy_group_removes_nothing(cli):
     cli.fake.make("a/b")
+    cli.fake.make("a/c")  # removable, but all or none: it stays too
     (cli.fake.root / "a" / "b" / "cgroup.procs").write_text("4242\n")
+    before = cli.fake.snapshot()
     r = cli("rm", "-r", "a", code=1)
     assert "cgroup /a/b still has processes (4242): move them out first" in r.output
     assert (cli.fake.root / "a" / "b").exists()
+    assert cli.fake.snapshot() == before
 
 
 @pytest.mark.parametrize(("path", "message"), [("/", "root cgroup cannot be removed"),
                                                ("nope", "cgroup /nope does not exist")])
 def test_rm_bad_path(cli, path, message):
+    cli.fake.make("a")
+    before = cli.fake.snapshot()
     r = cli("rm", path, code=2)
     assert message in r.output
+    assert cli.fake.snapshot() == before
 
 
 # priority clamp ---------------------------------------------------------------

@@ -143,3 +143,20 @@ def test_resolver_ignores_broken_state(tmp_path):
     p.parent.mkdir(parents=True)
     p.write_text("{not json")
     assert Resolver(tmp_path).resolve(Container("docker", ID)).name is None
+
+
+def test_resolver_ignores_state_of_the_wrong_shape(tmp_path):
+    # valid JSON, wrong types: no name, and no AttributeError out of a scrape
+    write(tmp_path / f"var/lib/docker/containers/{ID}/config.v2.json",
+          {"Name": 5, "Config": {"Labels": ["x"]}})
+    write(tmp_path / f"run/containers/storage/overlay-containers/{ID2}/userdata/config.json",
+          {"annotations": ["x"]})
+    write(tmp_path / "var/lib/containers/storage/overlay-containers/containers.json",
+          ["x", {"id": 3, "names": "n"}, {"id": ID, "names": [7]}])
+    r = Resolver(tmp_path)
+    assert r.resolve(Container("docker", ID)).name is None
+    assert r.resolve(Container("cri-o", ID2)).name is None
+    assert r.resolve(Container("podman", ID)).name is None
+    write(tmp_path / f"var/lib/docker/containers/{ID2}/config.v2.json",
+          {"Name": "/web", "Config": {"Labels": {"io.kubernetes.pod.name": 3}}})
+    assert r.resolve(Container("docker", ID2)).name == "web"

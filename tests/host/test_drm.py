@@ -1,12 +1,15 @@
-"""pycgpu.drm without a GPU: struct layouts, ioctl numbers, the ioctl
-protocol against a fake ioctl, and the error paths."""
+"""pycgpu.drm, and the buffer ioctls the tests add to it (tests/drmtest.py),
+without a GPU: struct layouts, ioctl numbers, the ioctl protocol against a
+fake ioctl, and the error paths."""
 
 from __future__ import annotations
 
 import errno
 import platform
 
+import drmtest
 import pytest
+from drmtest import BufferNode
 
 from pycgpu import drm
 from pycgpu.drm import DrmError, DrmNode, ffi
@@ -17,13 +20,16 @@ x86_64 = pytest.mark.skipif(platform.machine() != "x86_64",
 
 @x86_64
 @pytest.mark.parametrize(
-    ("name", "value"),
-    [("DRM_IOCTL_VERSION", 0xC0406400), ("DRM_IOCTL_MODE_CREATE_DUMB", 0xC02064B2),
-     ("DRM_IOCTL_MODE_DESTROY_DUMB", 0xC00464B4), ("DRM_IOCTL_PRIME_HANDLE_TO_FD", 0xC00C642D),
-     ("DRM_IOCTL_PRIME_FD_TO_HANDLE", 0xC00C642E), ("DRM_IOCTL_GEM_CLOSE", 0x40086409)],
+    ("module", "name", "value"),
+    [(drm, "DRM_IOCTL_VERSION", 0xC0406400),
+     (drmtest, "DRM_IOCTL_MODE_CREATE_DUMB", 0xC02064B2),
+     (drmtest, "DRM_IOCTL_MODE_DESTROY_DUMB", 0xC00464B4),
+     (drmtest, "DRM_IOCTL_PRIME_HANDLE_TO_FD", 0xC00C642D),
+     (drmtest, "DRM_IOCTL_PRIME_FD_TO_HANDLE", 0xC00C642E),
+     (drmtest, "DRM_IOCTL_GEM_CLOSE", 0x40086409)],
 )
-def test_ioctl_numbers(name, value):
-    assert getattr(drm, name) == value
+def test_ioctl_numbers(module, name, value):
+    assert getattr(module, name) == value
     assert drm.IOCTL_NAMES[value] == name
 
 
@@ -71,7 +77,7 @@ def test_open_missing_node_names_node(tmp_path):
      (lambda n: n.gem_close(1), "DRM_IOCTL_GEM_CLOSE")],
 )
 def test_ioctl_on_non_drm_file_names_ioctl_and_node(call, ioctl):
-    with DrmNode("/dev/null") as node, pytest.raises(DrmError) as e:
+    with BufferNode("/dev/null") as node, pytest.raises(DrmError) as e:
         call(node)
     assert e.value.errno == errno.ENOTTY
     assert e.value.ioctl == ioctl
@@ -112,18 +118,18 @@ class FakeDriver:
                 if ptr != ffi.NULL:  # second call: copy into the caller's buffer
                     ffi.memmove(ptr, text, min(len(text), getattr(v, field + "_len")))
                 setattr(v, field + "_len", len(text))
-        elif request == drm.DRM_IOCTL_MODE_CREATE_DUMB:
+        elif request == drmtest.DRM_IOCTL_MODE_CREATE_DUMB:
             a = ffi.from_buffer("struct drm_mode_create_dumb *", buf)
             a.handle, a.pitch = 7, a.width * a.bpp // 8
             a.size = a.pitch * a.height
-        elif request == drm.DRM_IOCTL_PRIME_HANDLE_TO_FD:
+        elif request == drmtest.DRM_IOCTL_PRIME_HANDLE_TO_FD:
             a = ffi.from_buffer("struct drm_prime_handle *", buf)
-            assert a.flags == drm.DRM_CLOEXEC | drm.DRM_RDWR
+            assert a.flags == drmtest.DRM_CLOEXEC | drmtest.DRM_RDWR
             a.fd = 42
-        elif request == drm.DRM_IOCTL_PRIME_FD_TO_HANDLE:
+        elif request == drmtest.DRM_IOCTL_PRIME_FD_TO_HANDLE:
             a = ffi.from_buffer("struct drm_prime_handle *", buf)
             a.handle = a.fd + 100
-        elif request == drm.DRM_IOCTL_GEM_CLOSE:
+        elif request == drmtest.DRM_IOCTL_GEM_CLOSE:
             a = ffi.from_buffer("struct drm_gem_close *", buf)
             if a.handle != 7:
                 raise OSError(errno.EINVAL, "Invalid argument")
@@ -132,14 +138,14 @@ class FakeDriver:
 def test_protocol_against_a_fake_driver(monkeypatch):
     fake = FakeDriver()
     monkeypatch.setattr(drm.fcntl, "ioctl", fake)
-    with DrmNode("/dev/null") as node:
+    with BufferNode("/dev/null") as node:
         v = node.version()
         assert (v.name, v.version, v.date, v.desc) == ("i915", "1.6.0", "20230929",
                                                       "Intel Graphics")
         # EINTR retried, then the two-call length protocol of DRM_IOCTL_VERSION
         assert fake.calls == [drm.DRM_IOCTL_VERSION] * 3
         buf = node.create_dumb(64, 32)
-        assert buf == drm.DumbBuffer(handle=7, pitch=256, size=256 * 32)
+        assert buf == drmtest.DumbBuffer(handle=7, pitch=256, size=256 * 32)
         assert node.prime_handle_to_fd(buf.handle) == 42
         assert node.prime_fd_to_handle(5) == 105
         node.gem_close(7)
@@ -151,3 +157,13 @@ def test_abi_mode_needs_no_compiler():
     # ABI mode: the FFI has declarations but no compiled extension module
     assert not hasattr(drm, "lib")
     assert ffi.typeof("struct drm_version *").kind == "pointer"
+
+
+def test_simgpu_bindings_load_on_the_host():
+    # tests/simgpu.py runs only in the VM tier and the benchmarks: at least its
+    # declarations must load, and its node must have the buffer ioctls too
+    import simgpu
+
+    assert drm.IOCTL_NAMES[simgpu.SUBMIT] == "DRM_IOCTL_SIMGPU_SUBMIT"
+    assert ffi.sizeof("struct drm_simgpu_wait") == 40
+    assert issubclass(simgpu.SimGpu, BufferNode)

@@ -116,10 +116,24 @@ def test_nested_keyed():
 @pytest.mark.parametrize(
     ("value", "text"),
     [(536870912, "512M"), (1024, "1K"), (1000, "1000"), (0, "0"), (None, "max"),
-     (1 << 40, "1T"), (3 << 30, "3G"), (1536, "1536")],
+     (1 << 40, "1T"), (3 << 30, "3G"), (1536, "1536"), (4096, "4K"),
+     # exact where it can be typed back as a limit, the largest unit that is exact
+     (1536 << 20, "1536M"), (9999 << 10, "9999K"),
+     # else the largest unit with one decimal: the decimal point marks a rounded value
+     (1000000, "976.6K"), (10000, "9.8K"), (12348030976, "11.5G"), (1717985280, "1.6G"),
+     ((1 << 30) - 1, "1.0G"), ((1 << 20) - 1, "1.0M"), ((1 << 63) - 1, "8388608.0T")],
 )
 def test_format_size_human(value, text):
     assert f.format_size_human(value) == text
+    if "." not in text and value is not None:  # an exact form reads back as the value
+        assert f.parse_size(text) == value
+
+
+@pytest.mark.parametrize("value", [0, 1000, 1536, 4096, 1717985280, 12348030976, (1 << 63) - 1,
+                                   1536 << 20])
+def test_format_size_exact_reads_back(value):
+    assert f.parse_size(f.format_size_exact(value)) == value
+    assert f.format_size_exact(1717985280) == "1677720K"
 
 
 def test_check_size():

@@ -153,8 +153,11 @@ def test_bad_values_refuse_the_container(cli, ctr, key, value, why):
 
 
 def test_a_non_string_value_is_refused(cli, ctr):
-    r = hook(cli, state(ctr, {"pycgpu.io/gpu.priority": 5}), code=2)
+    before = cli.fake.snapshot()
+    r = hook(cli, state(ctr, {"pycgpu.io/gpu.weight": "300", "pycgpu.io/gpu.priority": 5}),
+             code=2)
     assert "annotation pycgpu.io/gpu.priority is 5, not a string" in r.output
+    assert cli.fake.log == [] and cli.fake.snapshot() == before
 
 
 def test_a_kernel_refusal_rolls_everything_back(cli, ctr):
@@ -184,17 +187,22 @@ def test_a_host_without_the_gpu_controller(cli, ctr):
     ('{"id": "c1", "pid": 1, "bundle": "/b", "annotations": []}', "annotations are not an"),
 ])
 def test_bad_state(cli, ctr, text, why):
+    before = cli.fake.snapshot()
     r = hook(cli, text, code=2)
     assert why in r.output
     assert cli.fake.log == []
+    assert cli.fake.snapshot() == before
 
 
 def test_unreadable_bundle_config_fails_closed(cli, tmp_path, ctr):
+    before = cli.fake.snapshot()
     r = hook(cli, state(tmp_path / "gone"), code=1)
     assert f"container c1: cannot read {tmp_path}/gone/config.json" in r.output
     (ctr / "config.json").write_text("{nope")
     r = hook(cli, state(ctr), code=2)
     assert "config.json:1:2: not valid JSON" in r.output
+    assert cli.fake.log == [] and cli.fake.snapshot() == before
+    assert (ctr / "config.json").read_text() == "{nope"
 
 
 @pytest.mark.parametrize("content,why", [
@@ -210,17 +218,21 @@ def test_the_cgroup_must_be_found(cli, ctr, tmp_path, content, why):
         f.unlink()
     else:
         f.write_text(content)
+    before = cli.fake.snapshot()
     r = hook(cli, state(ctr, KNOBS), code=1)
     assert why in r.output
     assert cli.fake.log == []
+    assert cli.fake.snapshot() == before
 
 
 def test_a_systemd_cgroups_path_needs_the_pid(cli, ctr):
     config = json.loads((ctr / "config.json").read_text())
     config["linux"]["cgroupsPath"] = "system.slice:pycgpu:ctr"
     (ctr / "config.json").write_text(json.dumps(config))
+    before = cli.fake.snapshot()
     r = hook(cli, state(ctr, KNOBS, pid=None), code=1)
     assert "is a systemd unit path: the hook needs the state's pid" in r.output
+    assert cli.fake.log == [] and cli.fake.snapshot() == before
 
 
 # the image check ----------------------------------------------------------------------------
@@ -260,8 +272,10 @@ def test_image_check_warn_applies_and_warns(cli, ctr):
 
 def test_image_check_needs_the_rootfs(cli, ctr):
     (ctr / "rootfs").rmdir()
-    r = hook(cli, state(ctr, {"pycgpu.io/image-check": "enforce"}), code=1)
+    before = cli.fake.snapshot()
+    r = hook(cli, state(ctr, {**KNOBS, "pycgpu.io/image-check": "enforce"}), code=1)
     assert f"its root file system {ctr}/rootfs is not a directory" in r.output
+    assert cli.fake.log == [] and cli.fake.snapshot() == before  # the knobs were not applied
 
 
 def test_image_check_off_does_nothing(cli, ctr):

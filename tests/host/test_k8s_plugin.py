@@ -26,7 +26,7 @@ from fakekubelet import FakeKubelet, response_dict
 from pycgpu import annotations as ann
 from pycgpu.devices import Device, resolve
 from pycgpu.formats import DevT
-from pycgpu.formats import format_size_human as human
+from pycgpu.formats import format_size_exact as exact
 from pycgpu.k8s import shares as sh
 from pycgpu.k8s.plugin import DevicePlugin
 from pycgpu.k8s.sources import StaticSource
@@ -146,7 +146,7 @@ def test_allocate_turns_shares_into_weight_and_memory(start, kubelet):
     assert three["cdi_devices"] == ["pycgpu.io/gpu=renderD128"]
     limit = per(8 * GIB, 3, 10)
     assert three["annotations"] == {ann.WEIGHT: "renderD128=300",
-                                    ann.MEMORY_MAX: f"renderD128={human(limit)}"}
+                                    ann.MEMORY_MAX: f"renderD128={exact(limit)}"}
     assert three["envs"] == {} and three["devices"] == [] and three["mounts"] == []
     # no size known for renderD129: weight only
     assert one == {"cdi_devices": ["pycgpu.io/gpu=renderD129"],
@@ -169,7 +169,7 @@ def test_weights_are_proportional_to_shares(start, kubelet):
     for k in (1, 2, 7, 20):
         (resp,) = kubelet.allocate(ids("renderD128", k))
         assert resp.annotations[ann.WEIGHT] == f"renderD128={50 * k}"
-        assert resp.annotations[ann.MEMORY_MAX] == f"renderD128={human(per(4 * GIB, k, 20))}"
+        assert resp.annotations[ann.MEMORY_MAX] == f"renderD128={exact(per(4 * GIB, k, 20))}"
 
 
 def test_sysfs_memory_size_is_used(tmp_path, fake_sysfs):
@@ -348,7 +348,17 @@ def test_cli_inventory(cli):
     assert by["renderD128"]["memory_per_share_bytes"] == 4 * GIB
     assert by["renderD129"]["memory_bytes"] is None
     text = cli("k8s", "inventory", "--shares", "4", "--device-memory", "renderD128=16G").stdout
-    assert "renderD128        4  renderD128-s0 .. renderD128-s3          100  4G of 16G" in text
+    header, first, second = text.splitlines()
+    assert header.split() == ["DEVICE", "SHARES", "IDS", "WEIGHT/SHARE", "MEMORY/SHARE"]
+    assert first.split() == ["renderD128", "4", "renderD128-s0", "..", "renderD128-s3", "100",
+                             "4G", "of", "16G", "(device)"]
+    assert second.split()[-2:] == ["no", "limit"]
+    # aligned: each column starts where its header does, numbers end where theirs does
+    assert first.index("renderD128-s0") == header.index("IDS")
+    assert first.index("100") + 3 == header.index("WEIGHT/SHARE") + len("WEIGHT/SHARE")
+    # a size that is no whole number of a unit is rounded to one decimal, as everywhere
+    text = cli("k8s", "inventory", "--shares", "3", "--device-memory", "renderD128=16G").stdout
+    assert "5.3G of 16G (device)" in text
 
 
 # the CLI as the DaemonSet runs it --------------------------------------------------------------

@@ -110,3 +110,25 @@ def test_auto_picks_kernel_when_gpu_is_enabled_below_the_root(tree, tmp_path):
     assert open_source(FDINFO, tree.root).name == FDINFO
     with pytest.raises(ValueError):
         open_source("nvml", tree.root)
+
+
+def test_root_totals_go_to_the_sample_not_to_a_group(tree):
+    fill(tree.root, stat="226:128 usage_usec=7000000 wait_usec=900000 sched=1\n",
+         current="226:128 3221225472\n226:129 4096\n")
+    s = KernelSource(tree.root).sample()
+    assert "/" not in s.groups and sorted(s.groups) == ["/ai", "/ai/infer", "/ai/train", "/solo"]
+    t = s.totals[I915]
+    assert (t.gpu_time_ns, t.wait_ns, t.memory) == (7 * 10**9, 900_000_000, {"current": 3 << 30})
+    assert s.totals[VGEM].memory == {"current": 4096} and s.totals[VGEM].gpu_time_ns is None
+    assert s.errors == []
+
+
+def test_no_totals_on_a_kernel_without_root_files(tree):
+    assert KernelSource(tree.root).sample().totals == {}
+
+
+def test_malformed_root_totals_are_an_error_not_a_failure(tree):
+    fill(tree.root, stat="226:128 usage_usec=oops\n", current="226:128 1\n")
+    s = KernelSource(tree.root).sample()
+    assert len(s.errors) == 1 and "gpu.stat" in s.errors[0]
+    assert "/ai/train" in s.groups

@@ -11,9 +11,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from simgpu import ClientProcess, Load, SimGpu
+
 from pycgpu import formats
 from pycgpu.cgroup import Cgroup
-from pycgpu.simgpu import ClientProcess, Load, SimGpu
 
 JOB_NS = 5_000_000  # 5 ms jobs
 TOLERANCE_PTS = 5.0

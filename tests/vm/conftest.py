@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,9 +20,31 @@ if not os.environ.get("PYCGPU_IN_VM"):
     raise pytest.UsageError("the VM tier runs inside the test VM: use `make test-vm`")
 
 
+ROBUSTNESS = Path(__file__).resolve().parents[2] / "bench" / "results" / "robustness.json"
+
+
 @pytest.fixture(scope="session")
 def mount() -> Path:
     return find_mount()
+
+
+@pytest.fixture(scope="session")
+def robustness() -> Iterator[dict[str, dict[str, object]]]:
+    """Figures of the robustness tests (inputs tried, load held, faults
+    injected), one entry per test, written with the kernel they ran on to
+    bench/results/robustness.json for the README's table; the run's splats,
+    hung tasks and kmemleak reports are tools/vm.sh's to count (any fails it)."""
+    figures: dict[str, dict[str, object]] = {}
+    start = time.monotonic()
+    yield figures
+    if figures:
+        debugfs = Path("/sys/kernel/debug")
+        doc = {"kernel": os.uname().release,
+               "kmemleak": (debugfs / "kmemleak").exists(),
+               "fault_injection": (debugfs / "failslab").exists(),
+               "seconds": round(time.monotonic() - start),
+               "tests": figures}
+        ROBUSTNESS.write_text(json.dumps(doc, indent=2) + "\n")
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
-"""VM tier: the pycgpu CLI, pycgpu.devices and pycgpu.drm against the real
-gpu controller and vgem (runs as root inside the VM).
+"""VM tier: the pycgpu CLI, pycgpu.devices and pycgpu.drm (with the buffer
+ioctls of tests/drmtest.py) against the real gpu controller and vgem (runs
+as root inside the VM).
 
 Most commands run in-process through click's CliRunner (a Python start-up
 costs seconds under TCG); ``exec`` runs as a real process since it replaces
@@ -23,6 +24,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 from click.testing import CliRunner
+from drmtest import BufferNode
 
 from pycgpu import devices as devices_mod
 from pycgpu import drm, formats
@@ -111,7 +113,7 @@ def test_drm_version(vgem_dev):
 
 def test_dumb_buffer_prime_roundtrip(vgem_dev):
     assert vgem_dev.card_node is not None
-    with drm.DrmNode(vgem_dev.card_node) as card, drm.DrmNode(vgem_dev.render_node) as render:
+    with BufferNode(vgem_dev.card_node) as card, BufferNode(vgem_dev.render_node) as render:
         buf = card.create_dumb(256, 64, 32)
         assert buf.handle > 0
         assert buf.pitch >= 256 * 4
@@ -133,7 +135,7 @@ def test_dumb_buffer_prime_roundtrip(vgem_dev):
 
 
 def test_dumb_on_render_node_is_refused_with_a_named_error(vgem_dev):
-    with drm.DrmNode(vgem_dev.render_node) as render, pytest.raises(drm.DrmError) as e:
+    with BufferNode(vgem_dev.render_node) as render, pytest.raises(drm.DrmError) as e:
         render.create_dumb(64, 64)
     assert e.value.ioctl == "DRM_IOCTL_MODE_CREATE_DUMB"
     assert e.value.node == str(vgem_dev.render_node)
@@ -204,8 +206,16 @@ def test_show_omits_files_the_kernel_lacks(mount, cgroup):
 
 
 def test_show_root(mount):
+    """The root has no knob, only the devices' totals (gpu.stat,
+    gpu.memory.current), which show prints as it does for any group."""
     doc = json.loads(run(mount, "show", "--json", "/").output)
-    assert doc["cgroups"] == [{"path": "/", "gpu_enabled": False}]
+    (item,) = doc["cgroups"]
+    assert (item["path"], item["gpu_enabled"]) == ("/", False)
+    assert set(item) == {"path", "gpu_enabled", "stat", "memory"}
+    assert set(item["memory"]) == {"current"}
+    assert set(item["stat"]) == set(item["memory"]["current"])
+    assert all(v["sched"] in (0, 1) for v in item["stat"].values())
+    jsonschema.validate(doc, SHOW_SCHEMA)
 
 
 def test_dry_run_changes_nothing(mount, cgroup):
@@ -333,10 +343,13 @@ def test_memory_max_set_show_reset(mount, cgroup, vgem_dev):
     assert item["memory"]["max"][str(vgem_dev.devt)] is None
 
 
-ALLOC = """
+TESTS = Path(__file__).resolve().parents[1]  # drmtest, for the processes the tests start
+ALLOC = f"""
 import errno, sys
+sys.path.insert(0, {str(TESTS)!r})
+from drmtest import BufferNode
 from pycgpu import drm
-with drm.DrmNode(sys.argv[1]) as card:
+with BufferNode(sys.argv[1]) as card:
     card.create_dumb(64, 64, 32)            # 16 KiB: fits
     try:
         card.create_dumb(1024, 1024, 32)    # 4 MiB: over the 1 MiB limit

@@ -38,8 +38,10 @@ def test_listed_in_proc_cgroups():
     assert "gpu" in names
 
 
-def test_no_interface_files_on_root(mount):
-    assert not list(mount.glob("gpu.*"))
+def test_only_the_totals_on_root(mount):
+    """As io.stat and misc.current: the root has the device totals, and
+    no knob (it has nothing to share with)."""
+    assert sorted(p.name for p in mount.glob("gpu.*")) == ["gpu.memory.current", "gpu.stat"]
 
 
 def test_files_appear_when_enabled_and_go_when_disabled(mount):

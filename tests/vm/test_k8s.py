@@ -14,9 +14,12 @@ bind-mounted read-only): their cgroups must get gpu.weight 300 and 100,
 gpu.memory.max 3/4 and 1/4 of the configured size, and GPU time about
 75:25 (gpu.stat usage_usec).
 
-The two container cgroups are siblings under one parent, as with a kubelet
-whose containers share a parent cgroup (docs/kubernetes.md, "Where the
-weight acts": under per-pod slices the ratio would not hold).
+The containers sit where the kubelet (cgroupfs driver) puts them: a
+Burstable pod (``kubepods/burstable/pod<UID>/<ID>``, beside its sandbox,
+which uses no GPU) and a Guaranteed one (``kubepods/pod<UID>/<ID>``), so
+the weights meet at two levels: the hook gives the Burstable pod and its
+QoS slice the 300 below them (pycgpu.kubepods), and the Guaranteed pod
+100; without that, the slice and the pod would compete at 100 each.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from pathlib import Path
 
 import pytest
 from clients import assert_shares, devt, measure_shares
-from test_runtimes import TIMEOUT, Running, host_python_mounts
+from test_runtimes import TESTS_ON_PATH, TIMEOUT, Running, host_python_mounts
 
 from pycgpu import cdi, oci
 from pycgpu.cgroup import Cgroup
@@ -53,9 +56,8 @@ MB = 1 << 20
 SIZE = 256 * MB  # the GPU memory size the plugin divides (simgpu reports none)
 SHARES = 4
 
-LOAD = r"""
-import sys
-from pycgpu.simgpu import Load
+LOAD = TESTS_ON_PATH + r"""
+from simgpu import Load
 load = Load(sys.argv[1], None, 5_000_000)
 print("ready", flush=True)
 sys.stdin.readline()
@@ -144,23 +146,31 @@ def test_two_pods_get_time_in_proportion_to_their_shares(plugin_and_kubelet, sim
 
     hook = oci.hook_command(str(Path(sys.executable).parent / "pycgpu"))
     spec = cdi.spec(discover(), hook)
-    parent = Cgroup(mount, f"pycgpu-test-k8s-{uuid.uuid4().hex[:8]}")
-    parent.create()
-    parent.write("cgroup.subtree_control", "+gpu")
-    ids = [f"{parent.name.strip('/')}-{p}" for p in ("a", "b")]
+    kube = Cgroup(mount, "kubepods")
+    assert not kube.exists(), "a kubepods cgroup is left from an earlier run"
+    kube.create()
+    pods = [kube.child("burstable").child(f"pod{uuid.uuid4()}"),
+            kube.child(f"pod{uuid.uuid4()}")]
+    ids = [f"pycgpu-test-k8s-{uuid.uuid4().hex[:8]}-{p}" for p in ("a", "b")]
+    sandbox = pods[0].child("sandbox")  # the pod's pause container: no GPU, no weight
+    sandbox.create()
     running: list[Running] = []
     try:
-        for cid, resp in zip(ids, (resp_a, resp_b), strict=True):
-            b = bundle(tmp_path, cid, resp, spec, f"/{parent.name.strip('/')}/{cid}", gpu)
+        for cid, resp, p in zip(ids, (resp_a, resp_b), pods, strict=True):
+            b = bundle(tmp_path, cid, resp, spec, f"/{p.relpath}/{cid}", gpu)
             proc = subprocess.Popen([str(RUNC), "run", "--bundle", str(b), cid],
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True)
             running.append(Running(proc))
         for r in running:
             r.until("ready")
-        groups = [parent.child(cid) for cid in ids]
+        groups = [p.child(cid) for p, cid in zip(pods, ids, strict=True)]
         assert groups[0].weights().devices[dev] == 300
         assert groups[1].weights().devices[dev] == 100
+        # the pods, and the Burstable slice, weigh what is asked below them
+        assert pods[0].weights().devices[dev] == 300
+        assert kube.child("burstable").weights().devices[dev] == 300
+        assert pods[1].weights().devices[dev] == 100
         assert groups[0].memory_max()[dev] == SIZE * 3 // SHARES
         assert groups[1].memory_max()[dev] == SIZE // SHARES
         got = measure_shares(groups, dev, seconds=3.0)
@@ -173,5 +183,5 @@ def test_two_pods_get_time_in_proportion_to_their_shares(plugin_and_kubelet, sim
         for cid in ids:
             subprocess.run([str(RUNC), "delete", "-f", cid], capture_output=True,
                            timeout=TIMEOUT)
-        if parent.exists():
-            parent.remove(recursive=True)
+        if kube.exists():
+            kube.remove(recursive=True)

@@ -102,19 +102,62 @@ def test_parent_limit_caps_the_sum_of_its_children(cgroup, vgem, vgem_card):
         wb.alloc(4 * PAGE)
         assert mem(cgroup, "current", vgem) == 10 * PAGE
         assert (mem(a, "current", vgem), mem(b, "current", vgem)) == (6 * PAGE, 4 * PAGE)
-        # the refusal counts where the limit was hit, and from b up to there
+        # as memory.events: the refusal counts where the limit was hit and
+        # in its ancestors, not in the allocating child below it
         assert events(cgroup, vgem, local=True) == 1
         assert events(cgroup, vgem) == 1
-        assert events(b, vgem) == 1
+        assert events(b, vgem) == 0
         assert events(b, vgem, local=True) == 0
         assert events(a, vgem) == 0
-        # a child's own limit: counted locally there, not in the parent
+        # a child's own limit: counted there, locally and not, and in every
+        # ancestor's events (a monitor of the parent sees it), not its local
         set_max(a, vgem, str(6 * PAGE))
         assert refused(wa.alloc, PAGE) == errno.ENOMEM
         assert events(a, vgem, local=True) == 1
         assert events(a, vgem) == 1
-        assert events(cgroup, vgem) == 1
+        assert events(cgroup, vgem) == 2
+        assert events(cgroup, vgem, local=True) == 1
+        assert events(b, vgem) == 0
     assert mem(cgroup, "current", vgem) == 0
+
+
+def test_a_limit_hit_deep_down_counts_in_every_ancestor(cgroup, vgem, vgem_card):
+    """A slice's monitor sees its containers' limit hits: a refusal by
+    a/b/c's own limit counts in the events of c, b, a and the test group,
+    in events.local of c only, and not in a sibling's."""
+    a = cgroup.child("a")
+    a.create()
+    b = a.child("b")
+    b.create()
+    c, sib = b.child("c"), b.child("sib")
+    c.create()
+    sib.create()
+    set_max(c, vgem, str(2 * PAGE))
+    with Worker(c.path, vgem_card) as w:
+        assert refused(w.alloc, 3 * PAGE) == errno.ENOMEM
+        assert refused(w.alloc, 4 * PAGE) == errno.ENOMEM
+    assert [events(g, vgem) for g in (cgroup, a, b, c, sib)] == [2, 2, 2, 2, 0]
+    assert [events(g, vgem, local=True) for g in (cgroup, a, b, c, sib)] == [0, 0, 0, 2, 0]
+
+
+def test_root_totals_count_every_cgroup_and_the_root_itself(mount, cgroup, vgem, vgem_card):
+    """The root cgroup's gpu.memory.current is the device's total, as
+    misc.current is: a child's buffers and the root cgroup's own (charged
+    against no limit, in no child) both count; the root has no other
+    gpu.memory file."""
+    root = Cgroup(mount)
+    assert sorted(p.name for p in mount.glob("gpu.*")) == ["gpu.memory.current", "gpu.stat"]
+    base = mem(root, "current", vgem)
+    assert base is not None
+    with Worker(cgroup.path, vgem_card) as w, Worker(mount, vgem_card) as r:
+        w.alloc(4 * PAGE)
+        assert mem(root, "current", vgem) == base + 4 * PAGE
+        h = r.alloc(3 * PAGE)
+        assert mem(root, "current", vgem) == base + 7 * PAGE
+        assert mem(cgroup, "current", vgem) == 4 * PAGE
+        r.free(h)
+        assert mem(root, "current", vgem) == base + 4 * PAGE
+    assert mem(root, "current", vgem) == base
 
 
 def test_events_wake_a_poll_waiter(cgroup, vgem, vgem_card):

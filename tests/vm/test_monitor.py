@@ -33,10 +33,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from simgpu import Load, SimGpu
 
 from pycgpu.cgroup import Cgroup
 from pycgpu.formats import DevT
-from pycgpu.simgpu import Load, SimGpu
 from pycgpu.usage.fdinfo import parse_fdinfo
 
 PYCGPU = [sys.executable, "-m", "pycgpu"]

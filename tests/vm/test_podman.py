@@ -18,7 +18,14 @@ from pathlib import Path
 
 import pytest
 from clients import assert_shares, devt, measure_shares
-from test_runtimes import TIMEOUT, Shell, host_python_mounts, recipe_blocks, recipe_vars
+from test_runtimes import (
+    TESTS_ON_PATH,
+    TIMEOUT,
+    Shell,
+    host_python_mounts,
+    recipe_blocks,
+    recipe_vars,
+)
 
 from pycgpu.cgroup import Cgroup
 
@@ -97,7 +104,7 @@ def test_annotation_outside_the_allow_list_is_refused(shell, mount):
     assert container_cgroups(mount, shell) == []
 
 
-LOAD = ("import sys; from pycgpu.simgpu import Load; "
+LOAD = (f"{TESTS_ON_PATH}; from simgpu import Load; "
         "load = Load(sys.argv[1], None, 5_000_000); print('ready', flush=True); "
         "sys.stdin.readline(); load.stop()")
 

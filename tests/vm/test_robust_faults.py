@@ -16,20 +16,22 @@ from pathlib import Path
 
 import pytest
 from clients import JOB_NS, devt, usage_us
+from simgpu import SimGpu
 
 from pycgpu import formats
 from pycgpu.cgroup import Cgroup
-from pycgpu.simgpu import SimGpu
 
 pytestmark = pytest.mark.debug
 
 FAIL_NTH = Path("/proc/thread-self/fail-nth")
+# allocations failed, and clean errors seen, per operation (for the README's table)
+INJECTED: dict[str, dict[str, int]] = {}
 DEBUGFS = Path("/sys/kernel/debug")
 MAX_NTH = 200  # more allocations than any of these operations makes
 
 
 @pytest.fixture(scope="module", autouse=True)
-def fault_injection() -> Iterator[None]:
+def fault_injection(robustness) -> Iterator[None]:
     if not FAIL_NTH.exists() or not (DEBUGFS / "failslab").exists():
         pytest.skip("needs the debug kernel (make test-debug): no fail-nth/failslab")
     saved = {}
@@ -41,6 +43,7 @@ def fault_injection() -> Iterator[None]:
     yield
     for f, value in saved.items():
         f.write_text(value)
+    robustness["faults"] = dict(INJECTED)
 
 
 def dying(mount: Path) -> int:
@@ -48,9 +51,11 @@ def dying(mount: Path) -> int:
     return int(stat.split("nr_dying_descendants")[1].split()[0])
 
 
-def inject(op: Callable[[], object]) -> Iterator[tuple[int, BaseException | None]]:
+def inject(op: Callable[[], object], what: str) -> Iterator[tuple[int, BaseException | None]]:
     """Runs @op with its n-th allocation failing, n = 1, 2, ... until a run
-    makes no allocation fail: yields (n, the exception or None)."""
+    makes no allocation fail: yields (n, the exception or None); counts
+    them under @what in :data:`INJECTED`."""
+    count = INJECTED.setdefault(what, {"allocations_failed": 0, "errors_returned": 0})
     for n in range(1, MAX_NTH):
         # opened before: an open() after the write would count
         fd = os.open(FAIL_NTH, os.O_RDWR)
@@ -65,9 +70,12 @@ def inject(op: Callable[[], object]) -> Iterator[tuple[int, BaseException | None
             left = int(os.pread(fd, 32, 0) or b"0")
             os.write(fd, b"0")
             os.close(fd)
-        yield n, err
         if left:  # the call made fewer than n allocations: all were tried
+            yield n, err
             return
+        count["allocations_failed"] += 1
+        count["errors_returned"] += err is not None
+        yield n, err
     raise AssertionError(f"still failing allocations after {MAX_NTH}")
 
 
@@ -79,7 +87,7 @@ def assert_clean_error(n: int, err: BaseException | None) -> None:
 
 def test_cgroup_creation(cgroup, mount):
     base = dying(mount)
-    for n, err in inject(lambda: os.mkdir(cgroup.path / "x")):
+    for n, err in inject(lambda: os.mkdir(cgroup.path / "x"), "cgroup mkdir"):
         assert_clean_error(n, err)
         if err is None:
             os.rmdir(cgroup.path / "x")
@@ -105,7 +113,7 @@ def write_knob(cgroup, name: str, value: str) -> Callable[[], object]:
 def test_knob_writes_leave_the_value_or_set_it(cgroup, gpu_dev):
     op = write_knob(cgroup, "gpu.weight", f"{gpu_dev} 333")
     try:
-        for n, err in inject(op):
+        for n, err in inject(op, "gpu.weight write (pool)"):
             assert_clean_error(n, err)
             want = {gpu_dev: 333} if err is None else {}
             assert cgroup.weights().devices == want, f"after failing allocation {n}"
@@ -114,7 +122,7 @@ def test_knob_writes_leave_the_value_or_set_it(cgroup, gpu_dev):
         os.close(op.fd)  # type: ignore[attr-defined]
     op = write_knob(cgroup, "gpu.memory.max", f"{gpu_dev} 1M")
     try:
-        for n, err in inject(op):
+        for n, err in inject(op, "gpu.memory.max write (pool)"):
             assert_clean_error(n, err)
             got = cgroup.memory_max().get(gpu_dev)
             assert got == (1 << 20 if err is None else None), f"after failing allocation {n}"
@@ -144,12 +152,13 @@ def test_clients_buffers_and_jobs(cgroup, mount, simgpu_nodes):
         ran = 0
         try:
             if what == "open":
-                for n, err in inject(lambda: SimGpu(node).close()):
+                for n, err in inject(lambda: SimGpu(node).close(), "client open"):
                     assert_clean_error(n, err)
             else:
                 with SimGpu(node) as gpu:
                     if what == "buffer":
-                        for n, err in inject(lambda gpu=gpu: gpu.gem_create(1 << 16)):
+                        for n, err in inject(lambda gpu=gpu: gpu.gem_create(1 << 16),
+                                             "buffer create (charge)"):
                             assert_clean_error(n, err)
                     else:
                         seqnos: list[int] = []
@@ -157,7 +166,7 @@ def test_clients_buffers_and_jobs(cgroup, mount, simgpu_nodes):
                         def submit(gpu: SimGpu = gpu, out: list[int] = seqnos) -> None:
                             out.append(gpu.submit(JOB_NS))
 
-                        for n, err in inject(submit):
+                        for n, err in inject(submit, "job submit (entity, queue)"):
                             assert_clean_error(n, err)
                         ran = len(seqnos)
                         if seqnos:

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 from clients import proc_state
+from drmtest import BufferNode
+from simgpu import SimGpu, render_nodes
 
 from pycgpu import formats
-from pycgpu.drm import DrmNode
-from pycgpu.simgpu import SimGpu, render_nodes
 
 pytestmark = pytest.mark.debug
 
@@ -36,7 +36,7 @@ def _worker(seed: int, card: str, nodes: list[str], groups: list[str]) -> None:
     rng = random.Random(seed)
     Path(rng.choice(groups), "cgroup.procs").write_text(str(os.getpid()))
     with contextlib.ExitStack() as stack:
-        vgem = stack.enter_context(DrmNode(card))
+        vgem = stack.enter_context(BufferNode(card))
         gpus = [stack.enter_context(SimGpu(n)) for n in nodes[:1] for _ in range(2)]
         held: list[int] = []
         while True:
@@ -99,7 +99,7 @@ def reload_simgpu() -> list[Path]:
     return render_nodes()
 
 
-def test_stress(cgroup, mount, simgpu_nodes, vgem, vgem_card):
+def test_stress(cgroup, mount, simgpu_nodes, vgem, vgem_card, robustness):
     base = dying(mount)
     groups = []
     for i in range(GROUPS):
@@ -183,3 +183,6 @@ def test_stress(cgroup, mount, simgpu_nodes, vgem, vgem_card):
         time.sleep(0.5)
     assert dying(mount) <= base, f"{dying(mount) - base} cgroups left dying"
     cgroup.create()  # for the fixture's teardown
+    robustness["stress"] = {"processes": WORKERS, "seconds": SECONDS, "kills": kills,
+                            "reloads": reloads, "cgroups_created_and_removed": spares,
+                            "stuck_tasks": 0, "charged_bytes_left": 0, "dying_left": 0}

@@ -36,6 +36,9 @@ RUNTIMES = {"runc": Path("/usr/sbin/runc"), "crun": Path("/usr/bin/crun")}
 TIMEOUT = 300  # seconds: runtimes and Python start slowly under TCG
 MB = 1 << 20
 LIMIT = 64 * MB  # the recipe's --memory-max
+# the first line of the Python scripts that run in containers: tests/simgpu.py
+# is test code, from the repository that host_python_mounts binds at the same path
+TESTS_ON_PATH = f"import sys; sys.path.insert(0, {str(REPO / 'tests')!r})"
 
 
 # the recipes ----------------------------------------------------------------------------
@@ -215,7 +218,7 @@ def test_recipe(shell, runtime, mount, gpu):
         shown = shell.run(blocks["runc:inspect"]).stdout
         assert "weight               default 300" in shown
         mem_line = next(ln for ln in shown.splitlines() if ln.startswith("  memory.max "))
-        assert f"{dev} 64M" in mem_line, shown  # one entry per GPU of the host
+        assert f"{gpu.name} ({dev}) 64M" in mem_line, shown  # one entry per GPU of the host
         assert ctr.finish() == 0
     finally:
         ctr.kill()
@@ -227,9 +230,9 @@ def test_recipe(shell, runtime, mount, gpu):
 
 # beyond the recipes -----------------------------------------------------------------------------
 
-INSIDE = r"""
+INSIDE = TESTS_ON_PATH + r"""
 import errno, json, os, sys
-from pycgpu.simgpu import SimGpu
+from simgpu import SimGpu
 node, other, small, big = sys.argv[1:5]
 out = {"dri": sorted(os.listdir("/dev/dri"))}
 def attempt(fn):

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 from clients import JOB_NS, assert_shares, devt, loads, measure_shares, usage_us
+from simgpu import Load, SimGpu
 
 from pycgpu import formats
 from pycgpu.cgroup import Cgroup
-from pycgpu.simgpu import Load, SimGpu
 
 
 @pytest.fixture
@@ -175,3 +175,24 @@ def test_usage_matches_the_simulator_and_survives_exit(cgroup, node):
     assert usage_us(a.parent, dev) == want_us
     wait = formats.parse_nested_keyed(a.read("gpu.stat"))[dev]["wait_usec"]
     assert wait >= 0
+
+
+def test_root_gpu_stat_is_the_device_total(cgroup, node):
+    """The root cgroup's gpu.stat is the device's total, as io.stat there:
+    the work of every cgroup and of the root cgroup's own tasks, exactly."""
+    import multiprocessing
+
+    root = Cgroup(cgroup.mount)
+    dev = devt(node)
+    a = cgroup.child("a")
+    a.create()
+    before = usage_us(root, dev)
+    ctx = multiprocessing.get_context("fork")
+    for where, n in ((a.path, 20), (root.path, 10)):
+        p = ctx.Process(target=_run_jobs, args=(str(node), str(where), n))
+        p.start()
+        p.join(60)
+        assert p.exitcode == 0
+    assert usage_us(a, dev) == 20 * JOB_NS // 5 // 1000
+    assert usage_us(root, dev) - before == 30 * JOB_NS // 5 // 1000
+    assert formats.parse_nested_keyed(root.read("gpu.stat"))[dev]["sched"] == 1

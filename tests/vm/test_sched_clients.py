@@ -28,10 +28,10 @@ from clients import (
     proc_state,
     usage_us,
 )
+from simgpu import Load, SimGpu, render_nodes
 
 from pycgpu import formats
 from pycgpu.cgroup import Cgroup
-from pycgpu.simgpu import Load, SimGpu, render_nodes
 
 
 @pytest.fixture

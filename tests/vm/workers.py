@@ -12,14 +12,14 @@ from multiprocessing.reduction import recv_handle, send_handle
 from pathlib import Path
 from typing import Any
 
-from pycgpu.drm import DrmNode
+from drmtest import BufferNode
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 def _serve(conn: Connection, cgroup: Path, node: str) -> None:
     (cgroup / "cgroup.procs").write_text(str(os.getpid()))
-    drm = DrmNode(node)
+    drm = BufferNode(node)
     while True:
         op, args = conn.recv()
         try:

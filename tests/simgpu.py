@@ -1,5 +1,6 @@
 """Bindings for simgpu, the simulated GPU of the test suite and benchmarks
-(kernel/drivers-gpu-cgroup/simgpu/simgpu_drm.h), on top of :mod:`pycgpu.drm`.
+(kernel/drivers-gpu-cgroup/simgpu/simgpu_drm.h), on top of :mod:`pycgpu.drm`
+and :mod:`drmtest` (test code: not part of the pycgpu package).
 
 simgpu is a drm_sched driver: a DRM render node whose engines run jobs of a
 requested GPU duration, one after the other, in the order drm_sched selects
@@ -15,10 +16,13 @@ import multiprocessing
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from multiprocessing.synchronize import Event
 from pathlib import Path
 
-from . import drm
-from .drm import DrmNode, driver_version, ffi
+from drmtest import BufferNode
+
+from pycgpu import drm
+from pycgpu.drm import driver_version, ffi
 
 ffi.cdef(
     """
@@ -73,8 +77,9 @@ class JobTimes:
         return self.start_ns - self.queued_ns
 
 
-class SimGpu(DrmNode):
-    """An open simgpu render node."""
+class SimGpu(BufferNode):
+    """An open simgpu render node (with the buffer ioctls of any DRM node:
+    PRIME import and export, GEM_CLOSE)."""
 
     def gem_create(self, size: int) -> tuple[int, int]:
         """A buffer of at least @size bytes: (handle, size)."""
@@ -128,7 +133,7 @@ def render_nodes(dev_dir: Path = Path("/dev/dri")) -> list[Path]:
 
 
 def _saturate(node: str, cgroup: str | None, duration_ns: int, depth: int, priority: int,
-              engine: int, stop, ready) -> None:
+              engine: int, stop: Event, ready: Event) -> None:
     if cgroup is not None:
         Path(cgroup, "cgroup.procs").write_text(str(os.getpid()))
     with SimGpu(node) as gpu:

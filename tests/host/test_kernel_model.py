@@ -1,0 +1,201 @@
+"""pycgpu against the kernel's rules, without pycgpu's own parsers as the
+judge: the reference model (tests/kernel_model.py) agrees with the table
+recorded from the real kernel (replayed there by
+tests/vm/test_kernel_table.py), and property tests check that what pycgpu
+writes the model accepts as meant, that pycgpu reads the model's canonical
+texts back exactly, and that pycgpu accepts a knob value given as text when,
+and only when, the kernel would."""
+
+from __future__ import annotations
+
+import errno
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from kernel_model import U64_MAX, Model, Refused
+
+from pycgpu import formats
+from pycgpu.formats import DevT
+
+TABLE = Path(__file__).parent / "fixtures" / "kernel_writes.json"
+# as in the VM the table was recorded in (vgem 226:128, simgpu 226:129): literal
+# inputs such as "+226:+128" mean the same device here
+SCHED, NOSCHED = (226, 129), (226, 128)
+KEYS = {SCHED: "{sched}", NOSCHED: "{nosched}"}
+FILES = ("gpu.weight", "gpu.priority", "gpu.memory.max")
+
+
+def model() -> Model:
+    return Model({SCHED: True, NOSCHED: False})
+
+
+def table_state(m: Model, name: str) -> object:
+    """The model's state in the table's terms (tests/vm/test_kernel_table.py)."""
+    if name == "gpu.priority":
+        return m.priority
+    if name == "gpu.weight":
+        return {"default": m.default, **{KEYS[d]: w for d, w in m.weights.items()}}
+    return {KEYS[d]: "max" if v == U64_MAX else v for d, v in m.read(name).items()}
+
+
+def write(m: Model, name: str, text: str | bytes) -> str | None:
+    data = text.encode("latin-1") if isinstance(text, str) else text
+    try:
+        m.write(name, data)
+    except Refused as e:
+        return errno.errorcode[e.code]
+    return None
+
+
+# the recorded table ------------------------------------------------------------------------
+
+
+def test_the_model_agrees_with_every_write_recorded_from_the_kernel():
+    entries = json.loads(TABLE.read_text())
+    assert len(entries) > 900
+    assert {e["errno"] for e in entries} >= {
+        None, "EINVAL", "ERANGE", errno.errorcode[errno.EOPNOTSUPP], "E2BIG"}
+    wrong = []
+    for e in entries:
+        m = model()
+        text = e["input"].replace("{sched}", "226:129").replace("{nosched}", "226:128")
+        got = (write(m, e["file"], text), table_state(m, e["file"]))
+        if got != (e["errno"], e["state"]):
+            wrong.append((e, got))
+    assert not wrong, f"{len(wrong)} differ, the first: {wrong[0]}"
+
+
+def test_the_table_is_not_mostly_refusals():
+    entries = json.loads(TABLE.read_text())
+    for name in FILES:
+        mine = [e for e in entries if e["file"] == name]
+        accepted = sum(e["errno"] is None for e in mine)
+        assert 0.2 < accepted / len(mine) < 0.9, (name, accepted, len(mine))
+
+
+# what pycgpu writes, the kernel takes as meant -----------------------------------------------
+
+weights = st.integers(formats.WEIGHT_MIN, formats.WEIGHT_MAX)
+priorities = st.integers(formats.PRIORITY_MIN, formats.PRIORITY_MAX)
+sizes = st.one_of(st.none(), st.integers(0, formats.SIZE_MAX),
+                  st.integers(0, 1 << 30).map(lambda v: v * 4096))
+
+
+@given(weights, st.one_of(st.none(), weights))
+def test_weight_writes_are_taken_as_meant(default, override):
+    m = model()
+    m.write("gpu.weight", formats.format_weight_write(default).encode())
+    dev = DevT(*SCHED)
+    m.write("gpu.weight", formats.format_weight_write(override, dev).encode())
+    assert m.default == default
+    assert m.weights == ({} if override is None else {SCHED: override})
+
+
+@given(sizes)
+def test_memory_max_writes_are_taken_as_meant(size):
+    m = model()
+    m.write("gpu.memory.max", formats.format_flat_keyed_write(DevT(*NOSCHED), size).encode())
+    assert m.read("gpu.memory.max")[NOSCHED] == (U64_MAX if size is None else size)
+
+
+@given(priorities)
+def test_priority_writes_are_taken_as_meant(prio):
+    m = model()
+    m.write("gpu.priority", f"{prio}\n".encode())
+    assert m.priority == prio
+
+
+# what the kernel prints, pycgpu reads back exactly -------------------------------------------
+
+
+@given(weights, st.dictionaries(st.sampled_from([SCHED]), weights),
+       st.dictionaries(st.sampled_from([SCHED, NOSCHED]), st.integers(0, U64_MAX - 1)),
+       priorities)
+def test_canonical_texts_parse_back_exactly(default, per_device, limits, prio):
+    m = model()
+    m.default, m.weights, m.mem, m.priority = default, per_device, limits, prio
+    w = formats.parse_weight(m.render("gpu.weight"))
+    assert (w.default, {(d.major, d.minor): v for d, v in w.devices.items()}) == (
+        default, per_device)
+    got = formats.parse_flat_keyed(m.render("gpu.memory.max"))
+    assert {(d.major, d.minor): v for d, v in got.items()} == {
+        d: limits.get(d) for d in (SCHED, NOSCHED)}
+    assert formats.parse_int(m.render("gpu.priority")) == prio
+
+
+# pycgpu takes a value as text when, and only when, the kernel would -------------------------
+
+# what a person types as a number: digits, signs, spaces, and the look-alikes
+NUMBER_TEXT = st.text(alphabet="0123456789+- _.xXeE\u0665\u00b2", min_size=0, max_size=24)
+
+
+def pycgpu_number(text: str, check) -> int | None:
+    try:
+        return check(formats.parse_number(text, "value", "a number"))
+    except formats.FormatError:
+        return None
+
+
+def kernel_number(name: str, text: str) -> int | None:
+    m = model()
+    body = text.strip(" ")
+    if not body or " " in body:
+        return None  # not one word: the kernel reads a key, pycgpu refuses it too
+    try:
+        m.write(name, body.encode())
+    except (Refused, UnicodeEncodeError):
+        return None
+    return m.default if name == "gpu.weight" else m.priority
+
+
+@settings(max_examples=400)
+@given(NUMBER_TEXT)
+@example("1_000")
+@example("\u0665")
+@example("+7")
+@example("0100")
+@example("-0")
+@example("10000")
+@example("10001")
+def test_a_weight_given_as_text_is_accepted_as_the_kernel_would(text):
+    assert pycgpu_number(text, formats.check_weight) == kernel_number("gpu.weight", text)
+
+
+@settings(max_examples=400)
+@given(NUMBER_TEXT)
+@example("1_0")
+@example("-1023")
+@example("1024")
+def test_a_priority_given_as_text_is_accepted_as_the_kernel_would(text):
+    assert pycgpu_number(text, formats.check_priority) == kernel_number("gpu.priority", text)
+
+
+SIZE_TEXT = st.text(alphabet="0123456789kKmMgGtTpP+-_. ax\u0665", min_size=0, max_size=24)
+
+
+@settings(max_examples=400)
+@given(SIZE_TEXT)
+@example("1_024")
+@example("\u0665K")
+@example("9223372036854775808")
+@example("max")
+@example("8m")
+def test_a_size_pycgpu_takes_means_what_the_kernel_takes_it_to_mean(text):
+    """pycgpu may refuse a size the kernel takes (a '+' sign, or a size past
+    2^63 - 1), never the other way round, and never reads one differently."""
+    try:
+        mine = formats.check_size(formats.parse_size(text))
+    except formats.FormatError:
+        return
+    m = model()
+    m.write("gpu.memory.max", f"226:129 {text.strip()}".encode())
+    theirs = m.read("gpu.memory.max")[SCHED]
+    assert (U64_MAX if mine is None else mine) == theirs
+
+
+@pytest.mark.parametrize("text", ["1_000", "\u0665", "\u00b2", "1e3", "0x10", "1.0"])
+def test_look_alike_numbers_are_refused(text):
+    assert pycgpu_number(text, formats.check_weight) is None
