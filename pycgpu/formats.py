@@ -97,7 +97,7 @@ def parse_number(text: str, what: str, expected: str) -> int:
     t = text.strip()
     if not _INT.fullmatch(t):
         raise FormatError(f"{what}: {shown(t)} is not an integer (give {expected})")
-    if len(t.lstrip("+-")) > _DIGITS_MAX:
+    if len(t.lstrip("+-").lstrip("0")) > _DIGITS_MAX:
         raise FormatError(f"{what}: {shown(t)} is out of range (give {expected})")
     return int(t, 10)
 

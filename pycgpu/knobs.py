@@ -32,6 +32,11 @@ class Unavailable(CgroupError):
     """The host lacks what a request needs (controller, knob): nothing was written."""
 
 
+class PartialUndo(CgroupError):
+    """A step failed and could not undo all of its own changes (its message
+    says which); :func:`apply` then does not claim that nothing changed."""
+
+
 class ApplyError(CgroupError):
     """The kernel refused a step; what was done before it has been undone
     (``rollback_errors`` lists the undo steps that failed, if any)."""
@@ -41,7 +46,7 @@ class ApplyError(CgroupError):
         if rollback_errors:
             msg += "; rollback incomplete: " + "; ".join(
                 str(e.strerror or e) for e in rollback_errors)
-        else:
+        elif not isinstance(cause, PartialUndo):
             msg += "; nothing was changed"
         super().__init__(cause.errno or 0, msg)
         self.cause = cause

@@ -18,13 +18,18 @@ pod, its QoS class's slice) to the sum of the GPU weights below it, so the
 pods get 300:100, per device as the device plugin asks.
 
 Which cgroups asked for a GPU weight, and which, is kept in an extended
-attribute of the cgroup's directory, ``user.pycgpu.weight`` (cgroup2 keeps
-``user.*`` attributes since Linux 5.7), in ``gpu.weight``'s own text form
-(``default 300``, ``226:128 300``); an ancestor's holds its sums. Sums are
-computed again from the children's attributes at every container start: a
-sibling counts once however often the hook runs, a container that does not
-use the GPU (the pod's sandbox) counts nothing, and a removed container stops
-counting at the next start in its pod.
+attribute of the cgroup's directory, ``trusted.pycgpu.weight``, in
+``gpu.weight``'s own text form (``default 300``, ``226:128 300``); an
+ancestor's holds its sums. ``trusted.*`` attributes take CAP_SYS_ADMIN to
+set, so a container that can write its own cgroup (a delegated subtree, a
+privileged pod) cannot inflate its pod's sum. Sums are computed again from
+the children's attributes at every container start: a sibling counts once
+however often the hook runs, a container that does not use the GPU (the
+pod's sandbox) counts nothing, and a removed container stops counting at the
+next start in its pod. A device the kernel no longer takes a weight for
+(unplugged, or not scheduling) drops out of the sums. Hooks of one node take
+an exclusive lock (flock) on the kubelet's root cgroup while they sum and
+write, so that two pods starting at once do not lose each other's weights.
 
 Across QoS classes the split is exact only while every pod of a class is
 busy: weights divide time among *active* siblings, and a class's slice
@@ -33,15 +38,19 @@ carries the sum of all its pods' weights.
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from . import formats
 from .cgroup import Cgroup, CgroupError
 from .formats import DevT
+from .knobs import PartialUndo
 
-XATTR = "user.pycgpu.weight"
+XATTR = "trusted.pycgpu.weight"
 # the kubelet's root cgroup: kubepods (cgroupfs), kubepods.slice (systemd), or
 # kubelet-kubepods.slice under kubelet.slice
 _ROOTS = ("kubepods", "kubepods.slice", "kubelet-kubepods.slice")
@@ -88,50 +97,69 @@ def asked_of(weight: int | None, device_weights: dict[DevT, int | None]) -> Aske
     return Asked(weight, {d: w for d, w in device_weights.items() if w is not None})
 
 
+def _kube_root(cg: Cgroup) -> int | None:
+    """How many components of @cg's path lead to the kubelet's root, or None."""
+    roots = [i for i, p in enumerate(cg.relpath.parts) if p in _ROOTS]
+    return roots[-1] + 1 if roots else None
+
+
 def kube_ancestors(cg: Cgroup) -> list[Cgroup]:
     """The cgroups between @cg and the kubelet's root, innermost first (its
     pod, then its QoS class's slice); empty outside ``kubepods``."""
     parts = cg.relpath.parts
-    roots = [i for i, p in enumerate(parts) if p in _ROOTS]
-    if not roots:
+    top = _kube_root(cg)
+    if top is None:
         return []
-    top = roots[-1]
-    return [Cgroup(cg.mount, os.path.join(*parts[:n])) for n in range(len(parts) - 1, top + 1, -1)]
+    return [Cgroup(cg.mount, os.path.join(*parts[:n])) for n in range(len(parts) - 1, top, -1)]
 
 
-def read_asked(cg: Cgroup) -> Asked | None:
-    """What @cg's attribute says, or None without one."""
+def _get_raw(cg: Cgroup) -> bytes | None:
     try:
-        raw = os.getxattr(cg.path, XATTR)
+        return os.getxattr(cg.path, XATTR)
     except OSError as e:
         if e.errno in (errno.ENODATA, errno.ENOENT):
             return None
         raise CgroupError(e.errno or 0, f"{cg.path}: reading {XATTR}: {e.strerror}") from None
-    try:
-        return Asked.parse(formats.decode(raw, XATTR))
-    except formats.FormatError as e:
-        raise CgroupError(errno.EINVAL, f"{cg.path}: {e}") from None
 
 
-def _set_asked(cg: Cgroup, asked: Asked | None) -> None:
+def _set_raw(cg: Cgroup, raw: bytes | None) -> None:
     try:
-        if asked is None or asked.is_empty():
+        if raw is None:
             try:
                 os.removexattr(cg.path, XATTR)
             except OSError as e:
                 if e.errno != errno.ENODATA:
                     raise
         else:
-            os.setxattr(cg.path, XATTR, asked.format().encode())
+            os.setxattr(cg.path, XATTR, raw)
     except OSError as e:
         raise CgroupError(e.errno or 0, f"{cg.path}: setting {XATTR}: {e.strerror}") from None
+
+
+def read_asked(cg: Cgroup) -> Asked | None:
+    """What @cg's attribute says, or None without one."""
+    raw = _get_raw(cg)
+    if raw is None:
+        return None
+    try:
+        return Asked.parse(formats.decode(raw, XATTR))
+    except formats.FormatError as e:
+        raise CgroupError(errno.EINVAL, f"{cg.path}: {e}") from None
+
+
+def _set_asked(cg: Cgroup, asked: Asked) -> None:
+    _set_raw(cg, None if asked.is_empty() else asked.format().encode())
 
 
 def sums(cg: Cgroup) -> Asked:
     """The sums of what @cg's children asked for: of their default weights,
     and per device of each child's weight there (its own for the device,
     else its default), capped at the weight's maximum."""
-    kids = [a for a in (read_asked(c) for c in cg.children()) if a is not None]
+    try:
+        children = list(cg.children())
+    except OSError as e:
+        raise CgroupError(e.errno or 0, f"{cg.path}: {e.strerror}") from None
+    kids = [a for a in (read_asked(c) for c in children) if a is not None]
     total = Asked()
     defaults = [a.default for a in kids if a.default is not None]
     if defaults:
@@ -144,38 +172,68 @@ def sums(cg: Cgroup) -> Asked:
 
 def _set_weights(cg: Cgroup, asked: Asked) -> None:
     """@cg's gpu.weight as @asked says: its default (100 when it asks none)
-    and exactly its per-device weights."""
+    and exactly its per-device weights. A device the kernel refuses a weight
+    for (gone: EINVAL; not scheduling: EOPNOTSUPP) is dropped from @asked."""
     cg.set_weight(formats.WEIGHT_DEFAULT if asked.default is None else asked.default)
     for dev in cg.weights().devices:
         if dev not in asked.devices:
             cg.set_weight(None, dev)
     for dev, w in sorted(asked.devices.items()):
-        cg.set_weight(w, dev)
+        try:
+            cg.set_weight(w, dev)
+        except CgroupError as e:
+            if e.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
+                raise
+            del asked.devices[dev]
+
+
+@contextlib.contextmanager
+def _locked(cg: Cgroup) -> Iterator[None]:
+    """An exclusive flock on the kubelet's root cgroup above @cg."""
+    top = _kube_root(cg)
+    assert top is not None
+    root = Cgroup(cg.mount, os.path.join(*cg.relpath.parts[:top]))
+    try:
+        fd = os.open(root.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as e:
+        raise CgroupError(e.errno or 0, f"{root.path}: {e.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # drops the lock
 
 
 def apply(cg: Cgroup, asked: Asked) -> list[tuple[Cgroup, Asked]]:
-    """Record that the container cgroup @cg asked for @asked, then give its
-    pod and QoS slice the sums; all or none (a failure restores every
-    attribute and weight it changed, then raises :class:`CgroupError`).
-    Returns each ancestor set, with its weights."""
-    done: list[tuple[Cgroup, Asked | None, formats.Weights | None]] = []
+    """Record that the container cgroup @cg (under ``kubepods``) asked for
+    @asked, then give its pod and QoS slice the sums; all or none (a failure
+    restores every attribute and weight it changed, then raises
+    :class:`CgroupError`, naming what it could not restore). Returns each
+    ancestor set, with its weights."""
+    done: list[tuple[Cgroup, bytes | None, formats.Weights | None]] = []
     changed: list[tuple[Cgroup, Asked]] = []
-    try:
-        done.append((cg, read_asked(cg), None))
-        _set_asked(cg, asked)
-        for anc in kube_ancestors(cg):
-            total = sums(anc)
-            done.append((anc, read_asked(anc), anc.weights()))
-            _set_weights(anc, total)
-            _set_asked(anc, total)
-            changed.append((anc, total))
-    except CgroupError:
-        for group, old_asked, old_weights in reversed(done):
-            try:
-                if old_weights is not None:
-                    _set_weights(group, Asked(old_weights.default, dict(old_weights.devices)))
-                _set_asked(group, old_asked)
-            except CgroupError:
-                pass  # the first error is the one to report
-        raise
+    with _locked(cg):
+        try:
+            done.append((cg, _get_raw(cg), None))
+            _set_asked(cg, asked)
+            for anc in kube_ancestors(cg):
+                total = sums(anc)
+                done.append((anc, _get_raw(anc), anc.weights()))
+                _set_weights(anc, total)
+                _set_asked(anc, total)
+                changed.append((anc, total))
+        except CgroupError as e:
+            left = []
+            for group, old_raw, old_weights in reversed(done):
+                try:
+                    if old_weights is not None and group.weights() != old_weights:
+                        _set_weights(group, Asked(old_weights.default,
+                                                  dict(old_weights.devices)))
+                    _set_raw(group, old_raw)
+                except CgroupError:
+                    left.append(group.name)
+            if left:
+                raise PartialUndo(e.errno or 0, f"{e.strerror or e}; could not restore the "
+                                  f"GPU weights of {', '.join(left)}") from None
+            raise
     return changed

@@ -39,7 +39,10 @@ from .sources import DeviceSource
 PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
 KUBELET_SOCKET = "kubelet.sock"
 ENDPOINT = "pycgpu-gpu-share.sock"
-REGISTER_TIMEOUT = 10.0
+# a kubelet answers Register at once; a registration sent to a kubelet that is
+# stopping (its socket not yet gone) gets no answer, and the plugin retries
+# only after this (as NVIDIA's plugin, 5 s)
+REGISTER_TIMEOUT = 5.0
 # a fresh connection per registration: the process-wide subchannel pool would
 # hand back the connection to the kubelet's previous socket, in reconnect backoff
 CHANNEL_OPTIONS = [("grpc.use_local_subchannel_pool", 1)]

@@ -161,7 +161,9 @@ class KernelSource(Source):
             raise SourceError(e.errno or 0, f"cannot open {root}: {e.strerror}") from None
         try:
             stat = _read(FILES[0], dfd)
-            if stat is None:
+            # a mount of a non-root cgroup (a cgroup namespace) has knobs at its
+            # top: its counters are its own, not the device's totals
+            if stat is None or _read("gpu.weight", dfd) is not None:
                 return
             texts = (stat, _read(FILES[1], dfd), None, None, None, None, None, None)
         except OSError as e:

@@ -160,6 +160,7 @@ def kernel_number(name: str, text: str) -> int | None:
 @example("-0")
 @example("10000")
 @example("10001")
+@example("0" * 21 + "7")
 def test_a_weight_given_as_text_is_accepted_as_the_kernel_would(text):
     assert pycgpu_number(text, formats.check_weight) == kernel_number("gpu.weight", text)
 

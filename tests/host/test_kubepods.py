@@ -170,3 +170,27 @@ def test_xattr_path(tmp_path: Path):
     c = Cgroup(tmp_path, "x")
     (tmp_path / "x").mkdir()
     assert kubepods.read_asked(c) is None
+
+
+def test_a_device_that_is_gone_drops_out_of_the_sums(cli, run):
+    a = pod("burstable", "aaaa")
+    cli.fake.make(ctr_path(a, 8))  # a sibling that asked for a GPU since unplugged
+    os.setxattr(cli.fake.root / ctr_path(a, 8), kubepods.XATTR, b"226:200 500\n")
+    run(ctr_path(a, 1), shares(3))
+    assert weight(cli, a) == "default 100\n226:128 300\n"
+    assert kubepods.read_asked(Cgroup(cli.fake.root, a)) == kubepods.Asked(None, {D128: 300})
+
+
+def test_sums_are_made_under_a_lock_on_the_kubelets_root(cli, run, monkeypatch):
+    import fcntl
+
+    locked: list[str] = []
+    real = fcntl.flock
+
+    def flock(fd: int, op: int) -> None:
+        locked.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd, op)
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    run(ctr_path(pod("burstable", "aaaa"), 1), shares(3))
+    assert locked == [str(cli.fake.root / KUBE)]

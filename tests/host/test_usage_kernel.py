@@ -132,3 +132,11 @@ def test_malformed_root_totals_are_an_error_not_a_failure(tree):
     s = KernelSource(tree.root).sample()
     assert len(s.errors) == 1 and "gpu.stat" in s.errors[0]
     assert "/ai/train" in s.groups
+
+
+def test_no_totals_from_the_top_of_a_cgroup_namespace(tree):
+    """Mounted inside a cgroup namespace, the top is a non-root group (it has
+    knobs): its counters are its own, not the device's."""
+    fill(tree.root, stat="226:128 usage_usec=7 wait_usec=0 sched=1\n",
+         current="226:128 4096\n", weight="default 100\n")
+    assert KernelSource(tree.root).sample().totals == {}
