@@ -226,7 +226,9 @@ class DevicePlugin:
 
     def stop_serving(self) -> None:
         if self._server is not None:
-            self._server.stop(0)
+            # wait: grpc unlinks the socket path as the server ends, which
+            # would take the next server's socket with it
+            self._server.stop(0).wait()
             self._server = None
             with self._cond:
                 self._cond.notify_all()

@@ -71,7 +71,9 @@ class FakeKubelet:
             self._channel.close()
             self._channel = None
         if self._server is not None:
-            self._server.stop(0)
+            # wait for the shutdown: grpc unlinks the socket path as it ends,
+            # which would take the next server's socket with it
+            self._server.stop(0).wait()
             self._server = None
         if remove_sockets:
             for p in self.dir.glob("*.sock"):
