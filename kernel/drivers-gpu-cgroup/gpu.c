@@ -204,6 +204,22 @@ void gpucg_unregister_device(struct gpucg_device *dev)
 }
 EXPORT_SYMBOL_GPL(gpucg_unregister_device);
 
+/*
+ * The pages charged to the root cgroup's own tasks on @dev: the device's
+ * total less what its top-level pools hold.
+ */
+static unsigned long gpucg_root_local_pages(struct gpucg_device *dev)
+{
+	unsigned long pages = page_counter_read(&dev->root.mem);
+	struct gpucg_pool *pool;
+
+	lockdep_assert_held(&gpucg_mutex);
+	list_for_each_entry(pool, &dev->pools, dev_node)
+		if (!pool->parent)
+			pages -= page_counter_read(&pool->mem);
+	return pages;
+}
+
 /**
  * gpucg_put_device() - drop the driver's reference to a device
  * @dev: handle from gpucg_register_device(); NULL is ignored
@@ -212,7 +228,8 @@ EXPORT_SYMBOL_GPL(gpucg_unregister_device);
  * buffer of it is charged any more. Frees its state in every cgroup, so
  * that a driver reload or hot-unplug leaves nothing behind in long-lived
  * cgroups. A pool still charged (a leak) keeps the device until its
- * cgroup is freed; a charge of the root cgroup keeps it for good.
+ * cgroup is freed; a charge of the root cgroup's own tasks keeps it for
+ * good.
  *
  * Context: process context, may sleep.
  */
@@ -230,7 +247,7 @@ void gpucg_put_device(struct gpucg_device *dev)
 		if (!WARN_ON_ONCE(page_counter_read(&pool->mem)))
 			gpucg_pool_free(pool);
 	/* under the mutex: the interface files walk the device table */
-	if (!WARN_ON_ONCE(page_counter_read(&dev->root.mem)))
+	if (!WARN_ON_ONCE(gpucg_root_local_pages(dev)))
 		kref_put(&dev->ref, gpucg_device_free);
 	mutex_unlock(&gpucg_mutex);
 }
