@@ -40,7 +40,11 @@ from pycgpu.formats import DevT
 from pycgpu.usage.fdinfo import parse_fdinfo
 
 PYCGPU = [sys.executable, "-m", "pycgpu"]
-TOLERANCE = 0.05
+# on the debug kernel (KASAN, kmemleak; make test-debug) under TCG a saturating
+# load's duty cycle jitters more between the simulator's window and stat's
+# own interval: 87.7 % against 81.3 % was seen there
+DEBUG_KERNEL = Path("/sys/kernel/debug/kmemleak").exists()
+TOLERANCE = 0.10 if DEBUG_KERNEL else 0.05
 JOB_NS = 20_000_000  # 20 ms jobs, 4 queued: the engine stays busy under emulation
 WORK_JOBS, WORK_NS = 50, 20_000_000  # a fixed 1.0 s of GPU time
 PROMETHEUS = Path("/usr/bin/prometheus")
@@ -213,7 +217,8 @@ def test_prometheus_scrapes_the_exporter(cgroup, node, tmp_path):
             procs.append(subprocess.Popen([*PYCGPU, "exporter", "--listen", "127.0.0.1:0",
                                            "--source", "kernel"], stderr=log))
         m = None
-        deadline = time.monotonic() + 60
+        # the exporter takes minutes to start on the debug kernel under TCG
+        deadline = time.monotonic() + (300 if DEBUG_KERNEL else 60)
         while m is None and time.monotonic() < deadline:
             assert procs[0].poll() is None, exporter_log.read_text()
             m = re.search(r"serving http://127\.0\.0\.1:(\d+)/metrics", exporter_log.read_text())
