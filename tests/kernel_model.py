@@ -227,3 +227,16 @@ def value(rng: random.Random, name: str, devs: list[tuple[int, int]]) -> bytes:
     out = (rng.choice(["", " ", "\t"]) + body + end).encode()
     return out or b" "  # an empty write never reaches the handler
 
+
+def table_state(name: str, text: str, devs: dict[tuple[int, int], str]) -> object:
+    """The state a file's text shows, in the terms of the table recorded from
+    the kernel (tests/host/fixtures/kernel_writes.json): devices named by
+    @devs (``{sched}``, ``{nosched}``), others left out, ``max`` for no limit."""
+    got = parse_back(name, text)
+    if name == "gpu.priority":
+        return got
+    if name == "gpu.weight":
+        default, per = got  # type: ignore[misc]
+        return {"default": default, **{devs[d]: w for d, w in per.items() if d in devs}}
+    return {devs[d]: "max" if v == U64_MAX else v
+            for d, v in got.items() if d in devs}  # type: ignore[union-attr]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from kernel_model import U64_MAX, Model, Refused
+from kernel_model import U64_MAX, Model, Refused, table_state
 
 from pycgpu import formats
 from pycgpu.formats import DevT
@@ -30,15 +30,6 @@ FILES = ("gpu.weight", "gpu.priority", "gpu.memory.max")
 
 def model() -> Model:
     return Model({SCHED: True, NOSCHED: False})
-
-
-def table_state(m: Model, name: str) -> object:
-    """The model's state in the table's terms (tests/vm/test_kernel_table.py)."""
-    if name == "gpu.priority":
-        return m.priority
-    if name == "gpu.weight":
-        return {"default": m.default, **{KEYS[d]: w for d, w in m.weights.items()}}
-    return {KEYS[d]: "max" if v == U64_MAX else v for d, v in m.read(name).items()}
 
 
 def write(m: Model, name: str, text: str | bytes) -> str | None:
@@ -62,7 +53,7 @@ def test_the_model_agrees_with_every_write_recorded_from_the_kernel():
     for e in entries:
         m = model()
         text = e["input"].replace("{sched}", "226:129").replace("{nosched}", "226:128")
-        got = (write(m, e["file"], text), table_state(m, e["file"]))
+        got = (write(m, e["file"], text), table_state(e["file"], m.render(e["file"]), KEYS))
         if got != (e["errno"], e["state"]):
             wrong.append((e, got))
     assert not wrong, f"{len(wrong)} differ, the first: {wrong[0]}"

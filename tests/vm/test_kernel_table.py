@@ -27,7 +27,7 @@ import random
 from pathlib import Path
 
 import pytest
-from kernel_model import U64_MAX, parse_back, value
+from kernel_model import table_state, value
 
 from pycgpu.cgroup import Cgroup
 
@@ -69,22 +69,6 @@ def inputs() -> list[tuple[str, str]]:
     return out
 
 
-def _key(d: tuple[int, int], devs: dict[tuple[int, int], str]) -> str:
-    return devs.get(d, f"{d[0]}:{d[1]}")
-
-
-def state(name: str, text: str, devs: dict[tuple[int, int], str]) -> object:
-    """The file's state on the two devices, in the table's terms."""
-    got = parse_back(name, text)
-    if name == "gpu.priority":
-        return got
-    if name == "gpu.weight":
-        default, per = got  # type: ignore[misc]
-        return {"default": default, **{_key(d, devs): w for d, w in per.items() if d in devs}}
-    return {_key(d, devs): "max" if v == U64_MAX else v
-            for d, v in got.items() if d in devs}  # type: ignore[union-attr]
-
-
 def reset(cg: Cgroup, sched: str, nosched: str) -> None:
     for name, text in (("gpu.weight", "default 100"), ("gpu.weight", f"{sched} default"),
                        ("gpu.priority", "0"), ("gpu.memory.max", f"{sched} max"),
@@ -119,7 +103,7 @@ def test_the_recorded_table_is_what_the_kernel_does(cgroup, simgpu_nodes, vgem):
         reset(cgroup, sched, nosched)
         err = play(cgroup, name, text, sched, nosched)
         results.append({"file": name, "input": text, "errno": err,
-                        "state": state(name, cgroup.read(name), devs)})
+                        "state": table_state(name, cgroup.read(name), devs)})
     if os.environ.get("PYCGPU_RECORD_TABLE") == "1":
         keep = os.environ.get("PYCGPU_VM_OUT")
         out = Path(keep, "keep") if keep else TABLE.parent
