@@ -7,7 +7,7 @@ VM := tools/vm.sh run
 PYTEST_VM := $(PY) -m pytest -p no:cacheprovider -ra --durations=12
 
 .PHONY: help demo test test-host test-vm test-i915 test-debug lint checkpatch bench bench-% kernel vm-shell vm-run \
-	patches setup venv clean bench-exporter
+	patches setup venv clean bench-exporter mutation
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -44,6 +44,10 @@ lint: venv ## ruff and mypy --strict on the Python code
 	.venv/bin/ruff check pycgpu tests tools bench
 	.venv/bin/mypy --strict pycgpu
 
+mutation: venv ## mutation score of the monitoring layer's tests (mutmut, host only, about 30 minutes)
+	.venv/bin/pip install -q -e '.[test,mutation]'
+	$(PY) tools/mutation.py
+
 checkpatch: setup ## scripts/checkpatch.pl --strict on the series
 	tools/kernel.sh checkpatch
 
@@ -66,5 +70,5 @@ vm-run: kernel ## one command as root in the VM: make vm-run CMD='cat /proc/cgro
 patches: setup ## export the series as git format-patch files into out/patches/
 	tools/kernel.sh export out/patches
 
-clean: ## remove the venv and out/ (the kernel cache stays: tools/kernel.sh)
-	rm -rf .venv out
+clean: ## remove the venv, out/ and mutants/ (the kernel cache stays: tools/kernel.sh)
+	rm -rf .venv out mutants

@@ -5,6 +5,7 @@
   command's real help text (80 columns): ``tools/docs_help.py`` rewrites
   those blocks, ``tools/docs_help.py --check`` (and the host test
   tests/host/test_docs.py) fails when one differs.
+- docs/commands.md has the help block of every command and subcommand.
 - Every example command (``$ pycgpu ...`` or a code line starting with
   ``pycgpu ``) names a real command and only options that command has.
 
@@ -64,14 +65,21 @@ def rewrite(text: str) -> str:
 
 
 def _examples(text: str) -> list[str]:
-    found, in_code = [], False
+    """The example commands of @text; in a help block (the CLI's own text),
+    only the lines under its ``Examples:`` heading."""
+    found, in_code, in_help, in_examples = [], False, False, False
     for line in text.split("\n"):
         if line.startswith(_FENCE):
-            in_code = not in_code
+            in_code, in_help, in_examples = not in_code, False, False
             continue
         stripped = line.strip()
         if stripped.startswith("$ pycgpu "):
             found.append(stripped[2:])
+            in_help, in_examples = stripped.endswith(" --help"), False
+        elif in_help:
+            in_examples = stripped == "Examples:" or (in_examples and line.startswith("    "))
+            if in_examples and stripped.startswith("pycgpu "):
+                found.append(stripped)
         elif in_code and stripped.startswith("pycgpu "):
             found.append(stripped)
     return found
@@ -111,8 +119,30 @@ def check_example(example: str) -> str | None:
     return None
 
 
+def commands() -> list[str]:
+    """Every command and subcommand of the CLI: ``pycgpu oci patch``, ..."""
+    from pycgpu.cli import main
+
+    def walk(cmd: click.Command, name: str, ctx: click.Context) -> list[str]:
+        found = [name]
+        if isinstance(cmd, click.Group):
+            for sub in cmd.list_commands(ctx):
+                child = cmd.get_command(ctx, sub)
+                if child is not None and not child.hidden:
+                    found += walk(child, f"{name} {sub}", click.Context(child, parent=ctx))
+        return found
+
+    return walk(main, "pycgpu", click.Context(main, info_name="pycgpu"))[1:]
+
+
 def problems() -> list[str]:
     found = []
+    reference = (ROOT / "docs" / "commands.md").read_text()
+    for command in commands():
+        if f"\n$ {command} --help\n" not in reference:
+            found.append(f"docs/commands.md: no help block for {command} "
+                         f"(add a code block with '$ {command} --help' and run "
+                         "tools/docs_help.py)")
     for path in DOCS:
         text = path.read_text()
         if rewrite(text) != text:

@@ -104,7 +104,7 @@ def _measure(monitor: Monitor, interval: float) -> None:
                epilog=SOURCES_EPILOG)
 @click.argument("path", required=False, shell_complete=complete_path)
 @click.option("--json", "as_json", is_flag=True,
-              help="Print the pycgpu.stat/v1 JSON document (see pycgpu/schemas.py).")
+              help="Print the pycgpu.stat/v1 JSON document (its schema: pycgpu schema stat).")
 @click.option("--interval", "-i", type=click.FloatRange(0, 3600), default=1.0,
               show_default=True, metavar="S",
               help="Seconds between the two reads the percentages come from; 0: one read, "

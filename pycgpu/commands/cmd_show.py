@@ -73,7 +73,7 @@ def render(item: dict[str, Any], names: Mapping[DevT, str] | None = None) -> lis
 @click.argument("path", default="/", required=False, shell_complete=complete_path)
 @click.option("--recursive", "-r", is_flag=True, help="Show the descendants too.")
 @click.option("--json", "as_json", is_flag=True,
-              help="Print the pycgpu.show/v1 JSON document (see pycgpu/schemas.py).")
+              help="Print the pycgpu.show/v1 JSON document (its schema: pycgpu schema show).")
 @pass_state
 def show(state: State, path: str, recursive: bool, as_json: bool) -> None:
     """Show the gpu.* knobs and counters of the cgroup PATH (default: the root).

@@ -21,14 +21,16 @@ if TYPE_CHECKING:
 
 def run(monitor: Monitor, names: dict[DevT, str], *, interval: float, sort: str,
         reverse: bool, once: bool, count: int | None, wide: bool, unused: bool,
-        tty: bool) -> None:
-    """The top command's loop: one frame, batch frames, or the live view."""
+        tty: bool, console: Console | None = None) -> None:
+    """The top command's loop: one frame, batch frames, or the live view
+    (on @console, by default rich's console on standard output)."""
     if once:
         monitor.measure(interval)
         if tty:
             from rich.console import Console
 
-            Console().print(rich_frame(monitor, sort, reverse, names, wide, None, unused))
+            (console or Console()).print(
+                rich_frame(monitor, sort, reverse, names, wide, None, unused))
         else:
             click.echo(plain_frame(monitor, sort, reverse, names, wide, unused))
         return
@@ -42,7 +44,7 @@ def run(monitor: Monitor, names: dict[DevT, str], *, interval: float, sort: str,
         from rich.console import Console
         from rich.live import Live
 
-        console = Console()
+        console = console or Console()
 
         def frame() -> Any:
             return rich_frame(monitor, sort, reverse, names, wide, console.size.height - 6,

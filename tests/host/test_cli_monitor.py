@@ -374,15 +374,30 @@ def test_exporter_command(env):
 
 @pytest.mark.parametrize("text, want", [
     ("127.0.0.1:9842", ("127.0.0.1", 9842)), (":9842", ("0.0.0.0", 9842)),
-    ("[::1]:0", ("::1", 0)), ("localhost:80", ("localhost", 80))])
+    ("[::1]:0", ("::1", 0)), ("localhost:80", ("localhost", 80)),
+    ("[::]:65535", ("::", 65535))])
 def test_parse_listen(text, want):
     assert parse_listen(text) == want
 
 
-@pytest.mark.parametrize("text", ["9842", "host:", "host:http", "h:70000"])
+@pytest.mark.parametrize("text", ["9842", "host:", "host:http", "h:70000", "h:65536"])
 def test_bad_listen(env, text):
     out = run(env, "exporter", "--listen", text, code=2)
-    assert "give HOST:PORT" in out
+    assert out == (f"Error: --listen {text!r}: give HOST:PORT, e.g. 127.0.0.1:9842, :9842 or "
+                   "[::1]:9842\n")
+
+
+def test_a_read_error_of_the_source_is_one_line(env, monkeypatch):
+    def fail(self, sample, error=None):
+        raise error or OSError(5, "Input/output error")
+
+    monkeypatch.setattr(KernelSource, "_read", fail)
+    for command in ("stat", "top"):
+        out = run(env, command, *(["--once"] if command == "top" else []), "-i", "0", code=1)
+        assert out == "Error: reading usage: Input/output error\n"
+    monkeypatch.setattr(KernelSource, "_read",
+                        lambda self, sample: fail(self, sample, OSError("no errno")))
+    assert run(env, "stat", "-i", "0", code=1) == "Error: reading usage: no errno\n"
 
 
 # exporter fit for a fleet --------------------------------------------------------------------

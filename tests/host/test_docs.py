@@ -26,6 +26,20 @@ def test_docs_match_the_cli():
     assert docs_help.problems() == []
 
 
+def test_every_command_has_its_help_in_the_reference():
+    listed = docs_help.commands()
+    assert {"pycgpu top", "pycgpu oci unpatch", "pycgpu k8s device-plugin"} <= set(listed)
+    text = (docs_help.ROOT / "docs" / "commands.md").read_text()
+    assert [c for c in listed if f"\n$ {c} --help\n" not in text] == []
+
+
+def test_a_command_without_a_help_block_is_reported(monkeypatch):
+    monkeypatch.setattr(docs_help, "commands", lambda: ["pycgpu top", "pycgpu frobnicate"])
+    assert docs_help.problems() == [
+        "docs/commands.md: no help block for pycgpu frobnicate (add a code block with "
+        "'$ pycgpu frobnicate --help' and run tools/docs_help.py)"]
+
+
 def test_example_checker_catches_drift():
     assert docs_help.check_example("pycgpu set a --weight 5") is None
     assert docs_help.check_example("pycgpu exec a --dry-run -- ls -l") is None
@@ -86,6 +100,34 @@ EXIT_CLAIMS: dict[str, dict[str, list[str]]] = {
         "exits 1 with the fix":
             ["test_cli_monitor.py::test_kernel_source_without_the_controller_is_an_error",
              "test_docs.py::test_kernel_source_on_a_group_without_gpu"],
+    },
+    # the commands' own help texts (docs/commands.md is generated from them)
+    "docs/commands.md": {
+        "the exit status is COMMAND's own (126: it cannot be executed, 127: not found)":
+            ["test_cli_exec.py::test_exit_status_passes_through",
+             "test_cli_exec.py::test_command_not_executable",
+             "test_cli_exec.py::test_command_not_found"],
+        "Exits 0 when everything is in place and 3 when a problem was found":
+            ["test_capabilities.py::test_cli_check_ok"],
+        "Exit codes: 0 done; 1 the file cannot be read or written (it is unchanged); 2 bad "
+        "input (not JSON, a field of the wrong type, a bad value, unknown DEV): nothing is "
+        "written":
+            ["test_oci.py::test_an_unwritable_directory_leaves_the_original_intact",
+             "test_oci.py::test_unreadable_device_node_is_a_refusal",
+             "test_oci.py::test_bad_configs_are_refused_untouched",
+             "test_oci.py::test_bad_options_are_refused_untouched"],
+        "Exit codes: 0 applied (or nothing to do); 1 the host refused or lacks something; 2 "
+        "bad state or annotations; 3 the image check failed":
+            ["test_hook.py::test_nothing_to_do_without_pycgpu_annotations",
+             "test_hook.py::test_a_kernel_refusal_rolls_everything_back",
+             "test_hook.py::test_a_host_without_the_gpu_controller",
+             "test_hook.py::test_bad_state",
+             "test_hook.py::test_image_check_enforce_refuses_a_mismatch"],
+        "Exit codes: 0 written; 1 no render nodes or the file cannot be written; 2 unknown DEV":
+            ["test_cdi.py::test_unwritable_output_is_a_refusal",
+             "test_cdi.py::test_no_render_nodes", "test_cdi.py::test_unknown_device"],
+        "Exits 0 when everything fits, 3 on a mismatch":
+            ["test_imagecheck.py::test_cli_text_and_exit_codes"],
     },
     "docs/kubernetes.md": {
         "a wrong default (`--shares 0`) stops the command (exit 2)":

@@ -14,6 +14,7 @@ from pycgpu.usage import rates
 from pycgpu.usage.fdinfo import FdinfoSource, parse_fdinfo
 
 KiB, MiB = 1 << 10, 1 << 20
+SEC = 1_000_000_000
 R128, R129, R130 = DevT(226, 128), DevT(226, 129), DevT(226, 130)
 
 
@@ -268,3 +269,185 @@ def test_real_proc_scan_runs():
     than permissions."""
     s = FdinfoSource().sample()
     assert all("permission" in e for e in s.errors)
+
+
+# exact errors, order and accounting (mutation run of the monitoring layer) -------------------
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("drm-client-id:\t-1", "'-1' is not a number"),
+    ("drm-engine-capacity-video:\ttwo", "'two' is not a number"),
+    ("drm-engine-render:\t5 ms", "'5 ms' is not a number (units: ns)"),
+    ("drm-total-cycles-rcs:\t1.5", "'1.5' is not a number"),
+    ("drm-cycles-rcs:\t1 2 3", "'1 2 3' is not a number"),
+    ("drm-maxfreq-gpu:\t7 THz", "'7 THz' is not a number (units: Hz/KHz/kHz/MHz/GHz)"),
+    ("drm-curfreq-gpu:\tfast", "'fast' is not a number (units: Hz/KHz/kHz/MHz/GHz)"),
+    ("drm-memory-vram:\t3 PiB", "'3 PiB' is not a number (units: B/KiB/MiB/GiB)"),
+    ("drm-resident-vram:\t-", "'-' is not a number (units: B/KiB/MiB/GiB)"),
+])
+def test_every_numeric_key_names_file_key_and_units(line, message):
+    key = line.split(":")[0]
+    with pytest.raises(FormatError) as e:
+        parse_fdinfo(client(extra=line + "\n"), "/proc/9/fdinfo/4")
+    assert str(e.value) == f"/proc/9/fdinfo/4: {key}: {message}"
+    with pytest.raises(FormatError) as e:
+        parse_fdinfo(client(extra=line + "\n"))
+    assert str(e.value).startswith(f"fdinfo: {key}: ")
+
+
+def test_a_drm_line_without_a_colon_is_skipped_not_the_end():
+    c = parse_fdinfo(client(engines={"render": 5}).replace(
+        "drm-driver", "drm-garbage-line\ndrm-driver"))
+    assert (c.driver, c.engines) == ("simgpu", {"render": 5})  # plain numbers are ns
+    assert parse_fdinfo("drm-total-vram:\t2 KiB\ndrm-driver:\tx\n").memory_bytes() == 2048
+
+
+def test_memory_bytes_takes_total_else_resident_per_region():
+    c = parse_fdinfo("drm-driver:\tx\ndrm-total-a:\t5\ndrm-resident-a:\t3\n"
+                     "drm-resident-b:\t7\ndrm-shared-c:\t11\n")
+    assert c.memory_bytes() == 5 + 7  # c has neither: 0
+
+
+@pytest.fixture
+def listing(monkeypatch):
+    """os.listdir in a known order (/proc and fd/ entries by number,
+    highest first, so later entries come after the skipped ones), and
+    PermissionError for the fd directories of the pids in .denied."""
+    import os
+
+    real = os.listdir
+    denied: set[str] = set()
+
+    def listdir(path):
+        if any(str(path).endswith(f"/{pid}/fd") for pid in denied):
+            raise PermissionError(13, "Permission denied")
+        names = real(path)
+        return sorted(names, key=lambda n: (not n.isdigit(), -int(n) if n.isdigit() else 0))
+
+    monkeypatch.setattr(os, "listdir", listdir)
+    return denied
+
+
+def test_skipped_fds_and_processes_do_not_end_the_scan(proc, source, listing):
+    good = client(client_id=1, engines={"render": 10})
+    proc.process(100, "/a", {
+        9: ("/dev/null", None), 8: ("pipe:[3]", None), 7: ("/dev/nvidia0", None),
+        6: ("/dev/dri/renderD128", "pos:\t0\n"),  # DRM, but no drm-driver
+        5: ("/dev/dri/renderD128", client(client_id=2, extra="drm-engine-x:\tbad\n")),
+        4: ("/dev/shm/x", None),
+        1: ("/dev/dri/renderD128", good)})
+    (proc.root / "100" / "fd" / "3").symlink_to("/dev/dri/renderD129")  # no fdinfo file
+    proc.process(150, "/b")
+    listing.add("150")
+    proc.process(120, "/c", {2: ("/dev/dri/renderD129", client(client_id=3,
+                                                                engines={"render": 4}))})
+    proc.process(130, "/d")
+    listing.add("130")
+    s = source.sample()
+    assert {g: du.gpu_time_ns for g in s.groups for du in s.groups[g].devices.values()} == {
+        "/a": 10, "/c": 4}
+    assert s.errors == [
+        f"{proc.root}/100/fdinfo/5: drm-engine-x: 'bad' is not a number (units: ns)",
+        "the file descriptors of 2 processes could not be read (permission denied): run as "
+        "root to see every container"]
+
+
+def test_a_proc_that_cannot_be_listed_is_an_error(tmp_path):
+    src = FdinfoSource(proc=tmp_path / "nope")
+    with pytest.raises(OSError) as e:
+        src.scan()
+    assert e.value.errno == 2
+    assert e.value.strerror == f"cannot list {tmp_path}/nope: No such file or directory"
+
+
+def test_the_lowest_pid_owns_a_shared_client_even_when_found_last(proc, source, listing):
+    info = client(client_id=5, engines={"render": 1000})
+    proc.process(200, "/b", {3: ("/dev/dri/renderD128", info)})  # listed first
+    proc.process(100, "/a", {3: ("/dev/dri/renderD128", info)})
+    s = source.sample()
+    assert list(s.groups) == ["/a"] and s.groups["/a"].pids == [100]
+
+
+def test_processes_without_a_cgroup_line_count_at_the_root(proc, source):
+    proc.process(100, "/a", {3: ("/dev/dri/renderD128", client(client_id=1))})
+    (proc.root / "100" / "cgroup").write_text("1:name=systemd:/old\n")  # no v2 line
+    proc.process(101, "/a", {3: ("/dev/dri/renderD128", client(client_id=2))})
+    (proc.root / "101" / "cgroup").unlink()  # exited between the fd and the cgroup
+    proc.process(102, "/a", {3: ("/dev/dri/renderD128", client(client_id=3))})
+    (proc.root / "102" / "cgroup").write_text("0::\n")
+    proc.process(103, "/x", {3: ("/dev/dri/renderD128", client(client_id=4))})
+    (proc.root / "103" / "cgroup").write_bytes(b"0::/caf\xe9\n")  # not UTF-8: kept as bytes
+    s = source.sample()
+    assert s.groups["/"].devices[R128].clients == 3
+    assert s.groups["/"].pids == [100, 101, 102]
+    assert "/caf\udce9" in s.groups
+
+
+def test_frequencies_are_reported_per_device_and_engine(proc, source):
+    proc.process(100, "/a", {3: ("/dev/dri/renderD128", fixture("panfrost"))})
+    proc.process(101, "/a", {3: ("/dev/dri/renderD129", client(
+        client_id=2, extra="drm-maxfreq-gpu:\t710 MHz\n"))})
+    proc.process(102, "/a", {3: ("/dev/dri/renderD130", client(client_id=3))})
+    s = source.sample()
+    assert s.frequency == {
+        R128: {"fragment": (799999987, 799999987), "vertex-tiler": (799999987, 799999987)},
+        R129: {"gpu": (None, 710_000_000)}}
+
+
+def _cycles(cyc: int, total: int, engine_ns: int | None = None) -> str:
+    extra = f"drm-cycles-rcs:\t{cyc}\ndrm-total-cycles-rcs:\t{total}\n"
+    extra += "drm-cycles-bcs:\t9\n"  # no total-cycles: no utilisation from it
+    if engine_ns is not None:
+        extra += f"drm-engine-rcs:\t{engine_ns} ns\n"
+    return client(client_id=1, extra=extra)
+
+
+def test_cycles_accumulate_and_stay_monotonic(proc, source):
+    proc.process(100, "/a", {3: ("/dev/dri/renderD128", _cycles(100, 1000))})
+    source.sample()
+    busy = []
+    # +1 of +1 (100 %), cycles back (0), total back (0), +1 of +2 past the high marks (50 %)
+    for cyc, total in ((101, 1001), (50, 1002), (102, 900), (103, 1004)):
+        proc.set_info(100, 3, _cycles(cyc, total))
+        source.clock.advance(1)
+        du = source.sample().groups["/a"].devices[R128]
+        busy.append(du.engines["rcs"].busy_ns)
+        assert "bcs" not in du.engines
+    assert busy == [SEC, SEC, SEC, SEC + SEC // 2]
+
+
+def test_engine_time_wins_over_cycles_of_the_same_engine(proc, source):
+    proc.process(100, "/a", {3: ("/dev/dri/renderD128", _cycles(100, 1000, engine_ns=10))})
+    source.sample()
+    proc.set_info(100, 3, _cycles(200, 1100, engine_ns=30))
+    source.clock.advance(1)
+    assert source.sample().groups["/a"].devices[R128].engines["rcs"].busy_ns == 30
+
+
+def test_engine_time_accumulates_over_samples(proc, source):
+    proc.process(100, "/a", {3: ("/dev/dri/renderD128", client(engines={"render": 10}))})
+    for ns in (10, 25, 45):
+        proc.set_info(100, 3, client(engines={"render": ns}))
+        du = source.sample().groups["/a"].devices[R128]
+        source.clock.advance(1)
+    assert du.engines["render"].busy_ns == 45 and du.gpu_time_ns == 45
+
+
+def test_a_group_is_forgotten_after_forget_s_unseen(proc, source, monkeypatch):
+    now = [1000.0]
+    monkeypatch.setattr(fdinfo_mod.time, "monotonic", lambda: now[0])
+    proc.process(100, "/a", {3: ("/dev/dri/renderD128", client(client_id=1,
+                                                                engines={"render": 100}))})
+    source.sample()
+    proc.exit(100)
+    now[0] += source.forget_s  # exactly forget_s: still remembered
+    source.sample()
+    proc.process(101, "/a", {3: ("/dev/dri/renderD128", client(client_id=2,
+                                                                engines={"render": 1}))})
+    assert source.sample().groups["/a"].devices[R128].gpu_time_ns == 101
+    proc.exit(101)
+    now[0] += source.forget_s + 1  # past it: the counters start again
+    source.sample()
+    proc.process(102, "/a", {3: ("/dev/dri/renderD128", client(client_id=3,
+                                                                engines={"render": 7}))})
+    assert source.sample().groups["/a"].devices[R128].gpu_time_ns == 7

@@ -159,18 +159,23 @@ def test_blocked_client_stalls_nobody_and_banks_nothing(cgroup, simgpu_nodes):
                         args=(str(node), str(a.path), fd, 200, started, done))
         p.start()
         os.close(fd)
-        assert started.wait(30)
-        before = usage_us(c, dev)
-        t0 = time.monotonic()
-        time.sleep(0.8)
-        busy = (usage_us(c, dev) - before) / ((time.monotonic() - t0) * 1e6)
-        assert usage_us(a, dev) == 0, "a ran before its dependency signalled"
-        assert busy >= 0.75, f"c used {busy:.0%} of the engine while a was blocked"
-        producer.wait(seqno)
-        # a is unblocked: it gets its share, not the time it waited
-        assert_shares(measure_shares([a, c], dev, seconds=1.0, settle=0.1), [50, 50])
-    p.join(60)
-    assert done.is_set() and p.exitcode == 0
+        try:
+            assert started.wait(30)
+            before = usage_us(c, dev)
+            t0 = time.monotonic()
+            time.sleep(0.8)
+            busy = (usage_us(c, dev) - before) / ((time.monotonic() - t0) * 1e6)
+            assert usage_us(a, dev) == 0, "a ran before its dependency signalled"
+            assert busy >= 0.75, f"c used {busy:.0%} of the engine while a was blocked"
+            producer.wait(seqno)
+            # a is unblocked: it gets its share, not the time it waited
+            assert_shares(measure_shares([a, c], dev, seconds=1.0, settle=0.1), [50, 50])
+            p.join(60)
+            assert done.is_set() and p.exitcode == 0
+        finally:  # a failure above must not leave the consumer in the cgroup
+            if p.is_alive():
+                p.kill()
+                p.join(10)
 
 
 def _context(node: str, cgroup: str, depth: int, stop, waits) -> None:
