@@ -25,7 +25,7 @@ from click.testing import CliRunner
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 WIDTH = 80
-_HELP = re.compile(r"^\$ (pycgpu(?: [a-z-]+)*) --help$")
+_HELP = re.compile(r"^\$ (pycgpu(?: [a-z0-9-]+)*) --help$")
 _FENCE = "```"
 
 
@@ -139,7 +139,7 @@ def problems() -> list[str]:
     found = []
     reference = (ROOT / "docs" / "commands.md").read_text()
     for command in commands():
-        if f"\n$ {command} --help\n" not in reference:
+        if f"\n$ {command} --help\nUsage: {command} " not in reference:
             found.append(f"docs/commands.md: no help block for {command} "
                          f"(add a code block with '$ {command} --help' and run "
                          "tools/docs_help.py)")

@@ -122,8 +122,8 @@ def stat(state: State, path: str | None, as_json: bool, interval: float, sort: s
     weight and priority. PATH limits the output to a subtree.
 
     The JSON has numbers as numbers: times in µs (usage_usec, wait_usec;
-    engines' busy_ns in ns), bytes, percentages with 2 decimals (null when
-    --interval is 0), a memory limit of max as null; devices keyed MAJ:MIN.
+    engines' busy_ns in ns), bytes, percentages with 2 decimals (left out
+    when --interval is 0), a memory limit of max as null; devices keyed MAJ:MIN.
 
     \b
     Examples:

@@ -155,7 +155,7 @@ def test_stat_document_fdinfo_with_rates():
 
 def test_stat_document_fdinfo_without_rates_has_null_percentages():
     m = monitor_of(fdinfo_sample(5, 1 * SECOND, 2 * SECOND))
-    m.prev = m.sample  # an interval of 0: rates are asked for but none exist
+    m.prev = m.sample  # two samples at one instant: rates are asked for but none exist
     dev = stat_document(m, None, 0.0, NAMES)["groups"][0]["devices"]["226:128"]
     assert dev["gpu_percent"] is None
     assert dev["engines"]["render"] == {"busy_ns": SECOND, "capacity": 1, "percent": None}
@@ -208,7 +208,8 @@ def test_summary_line(utc):
 
 def _console(height: int = 40) -> Console:
     return Console(file=io.StringIO(), width=200, height=height, force_terminal=True,
-                   color_system="standard", legacy_windows=False)
+                   force_interactive=True, color_system="standard", legacy_windows=False,
+                   _environ={})  # TERM=dumb or TTY_INTERACTIVE=0 would stop the live view
 
 
 def test_top_live_view_refreshes_count_times(utc, monkeypatch):

@@ -298,7 +298,8 @@ def test_every_numeric_key_names_file_key_and_units(line, message):
 def test_a_drm_line_without_a_colon_is_skipped_not_the_end():
     c = parse_fdinfo(client(engines={"render": 5}).replace(
         "drm-driver", "drm-garbage-line\ndrm-driver"))
-    assert (c.driver, c.engines) == ("simgpu", {"render": 5})  # plain numbers are ns
+    assert (c.driver, c.engines) == ("simgpu", {"render": 5})
+    assert parse_fdinfo(client(extra="drm-engine-copy:\t7\n")).engines["copy"] == 7  # ns
     assert parse_fdinfo("drm-total-vram:\t2 KiB\ndrm-driver:\tx\n").memory_bytes() == 2048
 
 
