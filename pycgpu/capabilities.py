@@ -223,7 +223,7 @@ def _check_controller(host: Host, root: Path, report: Report) -> bool:
 def _check_path(root: Path, path: str, report: Report) -> None:
     from .cgroup import resolve_path
 
-    rel = Path(resolve_path(root, path))
+    rel = resolve_path(root, path)
     chain = [root] + [root.joinpath(*rel.parts[: i + 1]) for i in range(len(rel.parts))]
     target = chain[-1]
     missing = [cg for cg in chain[:-1]

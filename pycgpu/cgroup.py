@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Callable, Iterator
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import TypeVar
 
 from . import formats
@@ -53,12 +53,16 @@ def find_mount(mountinfo: Path = Path("/proc/self/mountinfo")) -> Path:
     raise CgroupError(errno.ENOENT, "no cgroup2 file system is mounted (cgroup v1 host?)")
 
 
-def check_relpath(relpath: str) -> Path:
+def check_relpath(relpath: str | PurePath) -> Path:
     """@relpath (relative to a cgroup root, leading and trailing / ignored)
     as a Path, or :class:`InvalidPath`: no ``..``, and every component a name
-    cgroupfs takes (at most 255 bytes, no NUL, no newline)."""
-    rel = Path(relpath.strip("/"))
-    what = f"cgroup path {formats.shown(relpath)}"
+    cgroupfs takes (at most 255 bytes, no NUL, no newline). Every other
+    name is kept as given (``.hidden``, ``..foo``, ``...``); only ``.``
+    components and repeated slashes go, as they name no other group. The
+    root is ``Path(".")``, whose ``parts`` are empty."""
+    text = str(relpath)
+    rel = Path(text.strip("/"))
+    what = f"cgroup path {formats.shown(text)}"
     for part in rel.parts:
         if part == "..":
             raise InvalidPath(f"{what} must not contain '..'")
@@ -71,16 +75,18 @@ def check_relpath(relpath: str) -> Path:
     return rel
 
 
-def resolve_path(mount: Path, text: str) -> str:
+def resolve_path(mount: Path, text: str) -> Path:
     """The one rule for a PATH argument, as every command takes it: relative
     to the cgroup root @mount, with or without a leading ``/`` (the form
     /proc/PID/cgroup shows), or an absolute path that begins with @mount.
     An absolute path under the usual mount point /sys/fs/cgroup when the
     root is elsewhere is refused rather than created inside the root, and
-    so is ``..``. Returns the path relative to @mount."""
+    so is ``..``. Returns the path relative to @mount (:func:`check_relpath`'s
+    Path, which :class:`Cgroup` takes as it is: one path type from the
+    argument to the writes)."""
     root = str(mount).rstrip("/") or "/"
     if root != "/" and (text == root or text.rstrip("/") == root):
-        return ""
+        return Path(".")
     if root != "/" and text.startswith(root + "/"):
         rel = text[len(root) + 1:]
     else:
@@ -90,7 +96,7 @@ def resolve_path(mount: Path, text: str) -> str:
                 f"{formats.shown(text)} is under {default}, but the cgroup root is {root}: "
                 f"give the path relative to the root (or pass --cgroup-root {default})")
         rel = text
-    return str(check_relpath(rel)).lstrip(".")
+    return check_relpath(rel)
 
 
 def read_interface(name: str | Path, dir_fd: int | None = None) -> str | None:
@@ -203,9 +209,9 @@ def _refusal(e: OSError, path: Path, value: str) -> CgroupError:
 class Cgroup:
     """One cgroup directory under a cgroup2 mount."""
 
-    def __init__(self, mount: Path, relpath: str | Path = "") -> None:
+    def __init__(self, mount: Path, relpath: str | PurePath = "") -> None:
         self.mount = Path(mount)
-        rel = check_relpath(str(relpath))
+        rel = check_relpath(relpath)
         self.relpath = rel
         self.path = self.mount / rel
 

@@ -110,7 +110,7 @@ class State:
                 f"{e.strerror} (fix: sudo mount -t cgroup2 none /sys/fs/cgroup, "
                 "or pass --cgroup-root; see pycgpu check)") from None
 
-    def relpath(self, text: str, what: str = "PATH") -> str:
+    def relpath(self, text: str, what: str = "PATH") -> Path:
         """PATH relative to the cgroup root, by the one rule of
         :func:`pycgpu.cgroup.resolve_path`; BadValue when it breaks it."""
         try:

@@ -5,6 +5,7 @@ for bad file content, bad paths and huge numbers: the library's writes
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -98,17 +99,57 @@ def test_absolute_path_outside_the_root_is_refused(cli):
 
 
 def test_the_path_rule():
-    root = __import__("pathlib").Path("/mnt/cg")
-    assert resolve_path(root, "/mnt/cg/a/b") == "a/b"
-    assert resolve_path(root, "/mnt/cg") == ""
-    assert resolve_path(root, "/a/b") == "a/b"
-    assert resolve_path(root, "a/b/") == "a/b"
-    assert resolve_path(root, "/") == ""
+    root = Path("/mnt/cg")
+    assert resolve_path(root, "/mnt/cg/a/b") == Path("a/b")
+    assert resolve_path(root, "/mnt/cg") == Path(".")
+    assert resolve_path(root, "/a/b") == Path("a/b")
+    assert resolve_path(root, "a/b/") == Path("a/b")
+    assert resolve_path(root, "/") == Path(".")
+    assert resolve_path(root, "/").parts == ()
     with pytest.raises(InvalidPath):
         resolve_path(root, "/sys/fs/cgroup/x")
-    assert resolve_path(__import__("pathlib").Path("/sys/fs/cgroup"), "/sys/fs/cgroup/x") == "x"
+    assert resolve_path(Path("/sys/fs/cgroup"), "/sys/fs/cgroup/x") == Path("x")
     with pytest.raises(InvalidPath):
         check_relpath("a/\n")
+
+
+@pytest.mark.parametrize("text, parts", [
+    ("..foo", ("..foo",)), (".hidden", (".hidden",)), ("...", ("...",)),
+    ("/..foo/", ("..foo",)), ("a/..b/.c", ("a", "..b", ".c")), ("/mnt/cg/.x", (".x",)),
+    ("./a", ("a",)), ("a//b", ("a", "b")),
+])
+def test_dotted_names_are_kept_as_given(text, parts):
+    rel = resolve_path(Path("/mnt/cg"), text)
+    assert rel.parts == parts
+    assert Cgroup(Path("/mnt/cg"), rel).path == Path("/mnt/cg", *parts)
+
+
+@pytest.mark.parametrize("text", ["..", "../x", "a/..", "a/../b", "/mnt/cg/.."])
+def test_dotdot_components_are_refused(text):
+    with pytest.raises(InvalidPath, match=r"must not contain '\.\.'"):
+        resolve_path(Path("/mnt/cg"), text)
+
+
+def test_each_command_acts_on_the_dotted_group_named(cli):
+    """rm ..foo removed /foo, create .hidden created /hidden, show ... showed
+    the root: the leading dots were stripped."""
+    root = cli.fake.root
+    cli.fake.make("foo")
+    cli("create", "..foo", "--weight", "7")
+    assert (root / "..foo" / "gpu.weight").read_text() == "default 7\n"
+    cli("set", "..foo", "--priority", "3")
+    assert (root / "..foo" / "gpu.priority").read_text() == "3\n"
+    cli("rm", "..foo")
+    assert not (root / "..foo").exists() and (root / "foo").is_dir()
+    cli("create", ".hidden")
+    assert (root / ".hidden").is_dir() and not (root / "hidden").exists()
+    r = cli("show", "--json", ".hidden")
+    assert [g["path"] for g in json.loads(r.output)["cgroups"]] == ["/.hidden"]
+    r = cli("show", "...", code=2)
+    assert r.output == "Error: cgroup /... does not exist\n"
+    r = cli("check", "--path", "..foo", code=3)
+    assert "cgroup /..foo does not exist" in r.output
+    assert "pycgpu create /..foo" in r.output
 
 
 @pytest.mark.parametrize("args, why", [
