@@ -17,7 +17,9 @@ state on stdin (runtime-spec "State": ``id``, ``pid``, ``bundle``,
    pid, or else from the config's ``linux.cgroupsPath``;
 4. enables ``gpu`` in ``cgroup.subtree_control`` along the path where it is
    missing (systemd does not enable controllers it does not know in its
-   slices) and sets the knobs, all or none (:mod:`pycgpu.knobs`);
+   slices) and sets the knobs, all or none (:mod:`pycgpu.knobs`), under the
+   lock ``pycgpu create`` takes (:func:`pycgpu.locks.tree_lock`): containers
+   that start together in one slice share the parents it enables;
 5. under Kubernetes, when it set a weight, gives the container's pod and QoS
    slice the sum of the GPU weights below them (:mod:`pycgpu.kubepods`), so
    that pods share by their weights and not at 100 each.
@@ -194,7 +196,7 @@ def run(
     (asked only when there is something to set), @image_host the host's
     :class:`pycgpu.imagecheck.Host` (asked only for an image check).
     Raises :class:`HookError` subclasses; nothing is changed then."""
-    from . import imagecheck, knobs, kubepods
+    from . import imagecheck, knobs, kubepods, locks
 
     state = State.parse(text)
     cached: dict[str, dict[str, Any]] = {}
@@ -242,8 +244,9 @@ def run(
             pods.extend(kubepods.apply(cg, asked))
 
     try:
-        plan = knobs.plan_create(cg, request.settings, exist_ok=True)
-        knobs.apply(plan, then=pod_weights)
+        with locks.tree_lock(cg.mount):  # containers starting together share parents
+            plan = knobs.plan_create(cg, request.settings, exist_ok=True)
+            knobs.apply(plan, then=pod_weights)
     except knobs.InvalidRequest as e:
         raise BadInput(f"container {state.id}: {e}") from None
     except CgroupError as e:

@@ -5,10 +5,14 @@ validate everything that can be checked without writing (ranges, the group
 exists or not, the controller is available, the files of every knob exist)
 and return a :class:`Plan`: the directories to create, the
 ``cgroup.subtree_control`` files to enable ``gpu`` in, and the writes, in
-order. :func:`apply` carries a plan out; when the kernel refuses a step it
-undoes what it did (restores each written key's previous value, removes the
-groups it created, disables ``gpu`` where it enabled it) and raises
-:class:`ApplyError`. A dry run prints :meth:`Plan.steps` instead.
+order. :func:`apply` carries a plan out; when the kernel refuses a step, or
+anything else goes wrong (SIGINT and SIGTERM included: they stop the plan
+between two steps), it undoes what it did (restores each written key's
+previous value, removes the groups it created, disables ``gpu`` where it
+enabled it, unless groups came to depend on it since the plan) and raises
+:class:`ApplyError`. Across processes, the caller holds
+:func:`pycgpu.locks.tree_lock` from the plan to the end of the apply. A dry
+run prints :meth:`Plan.steps` instead.
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ from __future__ import annotations
 import errno
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from . import formats
+from . import formats, interrupts
 from .cgroup import CONTROLLER, Cgroup, CgroupError, delegated_to_caller
 from .formats import DevT
 
@@ -38,19 +43,26 @@ class PartialUndo(CgroupError):
 
 
 class ApplyError(CgroupError):
-    """The kernel refused a step; what was done before it has been undone
-    (``rollback_errors`` lists the undo steps that failed, if any)."""
+    """The kernel refused a step, or a signal stopped the plan (the cause is
+    then :class:`pycgpu.interrupts.Interrupted`); what was done before it
+    has been undone (``rollback_errors`` lists the undo steps that failed,
+    ``kept`` the ``+gpu`` left because other groups came to need it)."""
 
-    def __init__(self, cause: CgroupError, rollback_errors: list[CgroupError]) -> None:
+    def __init__(self, cause: CgroupError, rollback_errors: list[CgroupError],
+                 kept: list[str] | None = None) -> None:
+        kept = kept or []
         msg = str(cause.strerror or cause)
         if rollback_errors:
             msg += "; rollback incomplete: " + "; ".join(
-                str(e.strerror or e) for e in rollback_errors)
+                [str(e.strerror or e) for e in rollback_errors] + kept)
+        elif kept:
+            msg += "; " + "; ".join(kept) + "; nothing else was changed"
         elif not isinstance(cause, PartialUndo):
             msg += "; nothing was changed"
         super().__init__(cause.errno or 0, msg)
         self.cause = cause
         self.rollback_errors = rollback_errors
+        self.kept = kept
 
 
 @dataclass
@@ -200,6 +212,27 @@ class Write:
 ENABLE, MKDIR = "enable", "mkdir"
 
 
+@dataclass(frozen=True)
+class Shape:
+    """What a group looked like when a plan enabled gpu in it: its child
+    groups and its cgroup.subtree_control (both empty for a group the plan
+    creates). A rollback takes ``+gpu`` back only from a group that still
+    looks like this."""
+
+    children: frozenset[str]
+    controls: frozenset[str]
+
+    @classmethod
+    def of(cls, cg: Cgroup) -> Shape:
+        if not cg.exists():
+            return cls(frozenset(), frozenset())
+        try:
+            children = frozenset(c.relpath.name for c in cg.children())
+        except OSError as e:
+            raise CgroupError(e.errno or 0, f"reading {cg.path}: {e.strerror}") from None
+        return cls(children, frozenset(cg.subtree_control()))
+
+
 @dataclass
 class Plan:
     target: Cgroup
@@ -207,6 +240,8 @@ class Plan:
     writes: list[Write] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # what the plan will not achieve
+    # the groups the plan enables gpu in, as they were at the plan
+    shapes: dict[Path, Shape] = field(default_factory=dict)
 
     def steps(self) -> list[str]:
         """Human-readable steps, for --dry-run."""
@@ -320,12 +355,14 @@ def plan_create(cg: Cgroup, settings: Settings, exist_ok: bool = False,
     writes = settings.writes()
     _check_controller(cg)
     structure: list[tuple[str, Cgroup]] = []
+    shapes: dict[Path, Shape] = {}
     parent_is_new = False
     for level in cg.ancestors()[1:]:
         parent = level.parent
         assert parent is not None
         if parent_is_new or CONTROLLER not in parent.subtree_control():
             structure.append((ENABLE, parent))
+            shapes[parent.path] = Shape.of(parent)
         parent_is_new = not level.exists()
         if parent_is_new:
             structure.append((MKDIR, level))
@@ -336,65 +373,120 @@ def plan_create(cg: Cgroup, settings: Settings, exist_ok: bool = False,
                 if not level.has(name):
                     raise _missing_knob(level, name)
             break
-    plan = Plan(cg, structure, writes, settings.files())
+    plan = Plan(cg, structure, writes, settings.files(), shapes=shapes)
     _priority_plan(cg, settings, raise_ancestors, plan)
     return plan
 
 
 def apply(plan: Plan, then: Callable[[], object] | None = None) -> None:
     """Carry out @plan, all or nothing (see the module docstring); @then, if
-    given, runs last as part of it: a :class:`CgroupError` from it undoes the
-    plan (it undoes its own changes before raising)."""
+    given, runs last as part of it and undoes its own changes when it fails.
+
+    Any exception undoes the steps done so far: a :class:`CgroupError` or a
+    file that does not parse becomes :class:`ApplyError` (an
+    :class:`Unavailable` fully undone stays itself), and so does SIGINT or
+    SIGTERM, which stop the plan between two steps
+    (:mod:`pycgpu.interrupts`: the cause is :class:`Interrupted`); anything
+    else (a bug) is raised again as it is once undone. Callers that may run
+    at the same time as other pycgpu processes hold
+    :func:`pycgpu.locks.tree_lock` from the plan to the end of this."""
     done_structure: list[tuple[str, Cgroup]] = []
     done_writes: list[tuple[Write, str]] = []
-    try:
-        for kind, cg in plan.structure:
-            if kind == MKDIR:
-                if cg.mkdir():
+    with interrupts.deferred() as signals:
+        try:
+            for kind, cg in plan.structure:
+                signals.check()
+                if kind == MKDIR:
+                    if cg.mkdir():
+                        done_structure.append((kind, cg))
+                elif CONTROLLER not in cg.subtree_control():
+                    cg.write("cgroup.subtree_control", f"+{CONTROLLER}")
                     done_structure.append((kind, cg))
-            elif CONTROLLER not in cg.subtree_control():
-                cg.write("cgroup.subtree_control", f"+{CONTROLLER}")
-                done_structure.append((kind, cg))
-        for name in plan.files:
-            if not plan.target.has(name):
-                raise _missing_knob(plan.target, name)
-        for w in plan.writes:
-            group = w.group or plan.target
-            undo = w.undo_value(group)
-            group.write(w.file, w.value)
-            done_writes.append((w, undo))
-        if then is not None:
-            then()
-    except (CgroupError, formats.FormatError) as e:
-        errors = _rollback(plan.target, done_structure, done_writes)
-        if isinstance(e, Unavailable) and not errors:
-            raise
-        cause = e if isinstance(e, CgroupError) else CgroupError(errno.EINVAL, str(e))
-        raise ApplyError(cause, errors) from None
+            for name in plan.files:
+                if not plan.target.has(name):
+                    raise _missing_knob(plan.target, name)
+            for w in plan.writes:
+                signals.check()
+                group = w.group or plan.target
+                undo = w.undo_value(group)
+                group.write(w.file, w.value)
+                done_writes.append((w, undo))
+            if then is not None:
+                signals.check()
+                then()
+        except BaseException as e:
+            undone = _rollback(plan, done_structure, done_writes)
+            raise _failure(e, undone) from None
 
 
-def _rollback(
-    target: Cgroup,
-    structure: list[tuple[str, Cgroup]],
-    writes: list[tuple[Write, str]],
-) -> list[CgroupError]:
-    errors: list[CgroupError] = []
+@dataclass
+class _Undone:
+    """How a rollback went: the undo steps that failed, and the ``+gpu``
+    it left on purpose (the parent's children changed since the plan)."""
+
+    errors: list[CgroupError] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+
+
+def _failure(e: BaseException, undone: _Undone) -> BaseException:
+    """What :func:`apply` raises for @e once the plan is undone."""
+    if isinstance(e, Unavailable) and not undone.errors and not undone.kept:
+        return e
+    if isinstance(e, CgroupError):
+        return ApplyError(e, undone.errors, undone.kept)
+    if isinstance(e, formats.FormatError):
+        return ApplyError(CgroupError(errno.EINVAL, str(e)), undone.errors, undone.kept)
+    if isinstance(e, OSError):
+        where = f"{e.filename}: " if e.filename else ""
+        return ApplyError(CgroupError(e.errno or 0, f"{where}{e.strerror or e}"),
+                          undone.errors, undone.kept)
+    for line in [str(x.strerror or x) for x in undone.errors] + undone.kept:
+        e.add_note(f"pycgpu: {line}")
+    return e
+
+
+def _unchanged_since_plan(plan: Plan, cg: Cgroup) -> str | None:
+    """Why ``+gpu`` must stay in @cg's cgroup.subtree_control although the
+    plan enabled it, or None: its child groups or its other controllers
+    changed since the plan (another process made a group below it that
+    needs gpu; taking it back would erase that group's knobs)."""
+    before = plan.shapes.get(cg.path)
+    if before is None:
+        return "its state at the plan is unknown"
+    now = Shape.of(cg)
+    if now.children != before.children:
+        added = sorted(now.children - before.children)
+        return ("child groups appeared since the plan (" + ", ".join(added) + ")" if added
+                else "its child groups changed since the plan")
+    if now.controls != before.controls | {CONTROLLER}:
+        return "its cgroup.subtree_control changed since the plan"
+    return None
+
+
+def _rollback(plan: Plan, structure: list[tuple[str, Cgroup]],
+              writes: list[tuple[Write, str]]) -> _Undone:
+    undone = _Undone()
     # a group created by the plan is removed again: its values go with it
     created = {cg.path for kind, cg in structure if kind == MKDIR}
     for w, undo in reversed(writes):
-        group = w.group or target
+        group = w.group or plan.target
         if group.path in created:
             continue
         try:
             group.write(w.file, undo)
         except CgroupError as e:
-            errors.append(e)
+            undone.errors.append(e)
     for kind, cg in reversed(structure):
         try:
             if kind == MKDIR:
                 cg.remove()
-            else:
+                continue
+            why = _unchanged_since_plan(plan, cg)
+            if why is None:
                 cg.write("cgroup.subtree_control", f"-{CONTROLLER}")
+            else:
+                undone.kept.append(f"{CONTROLLER} stays enabled in "
+                                   f"{cg.path / 'cgroup.subtree_control'}: {why}")
         except CgroupError as e:
-            errors.append(e)
-    return errors
+            undone.errors.append(e)
+    return undone

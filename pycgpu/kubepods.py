@@ -208,7 +208,8 @@ def apply(cg: Cgroup, asked: Asked) -> list[tuple[Cgroup, Asked]]:
     """Record that the container cgroup @cg (under ``kubepods``) asked for
     @asked, then give its pod and QoS slice the sums; all or none (a failure
     restores every attribute and weight it changed, then raises
-    :class:`CgroupError`, naming what it could not restore). Returns each
+    :class:`CgroupError`, naming what it could not restore; any other
+    exception is raised again once restored). Returns each
     ancestor set, with its weights."""
     done: list[tuple[Cgroup, bytes | None, formats.Weights | None]] = []
     changed: list[tuple[Cgroup, Asked]] = []
@@ -222,7 +223,7 @@ def apply(cg: Cgroup, asked: Asked) -> list[tuple[Cgroup, Asked]]:
                 _set_weights(anc, total)
                 _set_asked(anc, total)
                 changed.append((anc, total))
-        except CgroupError as e:
+        except BaseException as e:  # any failure: restore, then raise it again
             left = []
             for group, old_raw, old_weights in reversed(done):
                 try:
@@ -232,8 +233,10 @@ def apply(cg: Cgroup, asked: Asked) -> list[tuple[Cgroup, Asked]]:
                     _set_raw(group, old_raw)
                 except CgroupError:
                     left.append(group.name)
-            if left:
+            if left and isinstance(e, CgroupError):
                 raise PartialUndo(e.errno or 0, f"{e.strerror or e}; could not restore the "
                                   f"GPU weights of {', '.join(left)}") from None
+            if left:
+                e.add_note(f"pycgpu: could not restore the GPU weights of {', '.join(left)}")
             raise
     return changed

@@ -198,8 +198,9 @@ def patch(state: State, config: Path, devices: tuple[str, ...], weights: tuple[s
     """Patch the runtime-spec CONFIG (a config.json, or a bundle directory
     holding one) in place: every other field and the key order are kept,
     and the file is replaced atomically (a temporary file in the same
-    directory, fsync'ed, with the original's mode, renamed over it). On bad
-    input nothing is written.
+    directory, fsync'ed, with the original's mode, renamed over it) under a
+    lock (.config.json.lock beside it) that concurrent patches wait for. On
+    bad input nothing is written.
 
     Patching again converges: a knob given again replaces its earlier value
     wherever it was (linux.resources.unified or, with --hook, the
@@ -224,7 +225,8 @@ def patch(state: State, config: Path, devices: tuple[str, ...], weights: tuple[s
     if built.is_empty():
         raise BadValue("nothing to patch: give --device, --weight, --priority, --memory-max, "
                        "--cgroups-path, --hook or --legacy-stanza")
-    _finish(_load(path), built, dry_run, output, path, path)
+    with _locked(path, dry_run, output):
+        _finish(_load(path), built, dry_run, output, path, path)
 
 
 @oci.command("unpatch", short_help="Remove what pycgpu oci patch added to a config.json.")
@@ -252,16 +254,31 @@ def unpatch(config: Path, keep_devices: bool, dry_run: bool, output: str | None)
     from .. import oci as ocimod
 
     path = config / ocimod.CONFIG if config.is_dir() else config
-    loaded = _load(path)
-    with file_errors(path):
-        changes = ocimod.unpatch(loaded.doc, keep_devices)
-    if dry_run:
-        for change in changes:
-            click.echo(f"would {change}")
+    with _locked(path, dry_run, output):
+        loaded = _load(path)
+        with file_errors(path):
+            changes = ocimod.unpatch(loaded.doc, keep_devices)
+        if dry_run:
+            for change in changes:
+                click.echo(f"would {change}")
+            return
+        if not changes and output is None:
+            return
+        write_output(loaded.dumps(), output, path, path)
+
+
+@contextmanager
+def _locked(path: Path, dry_run: bool, output: str | None) -> Iterator[None]:
+    """Hold the lock of @path (:func:`pycgpu.locks.file_lock`) while it is
+    read, changed and replaced, so that concurrent patches of one config
+    each see the other's result; nothing to hold when it is not replaced."""
+    from ..locks import file_lock
+
+    if dry_run or output is not None or not path.is_file():  # _load says what is wrong
+        yield
         return
-    if not changes and output is None:
-        return
-    write_output(loaded.dumps(), output, path, path)
+    with file_errors(path), file_lock(path):
+        yield
 
 
 def _load(path: Path) -> Config:

@@ -59,15 +59,21 @@ def knob_options(f: F) -> F:
     return f
 
 
-def _run(plan: Plan, dry_run: bool, path: str) -> None:
-    from .. import knobs
+def _plan_and_run(state: State, path: str, dry_run: bool, make_plan: Callable[[], Plan]) -> None:
+    """Plan and apply under the tree's lock (:func:`pycgpu.locks.tree_lock`),
+    so that no other pycgpu process changes the groups in between; a dry run
+    only plans, without waiting for the lock."""
+    from contextlib import nullcontext
 
+    from .. import knobs, locks
+
+    with translated(path), nullcontext() if dry_run else locks.tree_lock(state.mount):
+        plan = make_plan()
+        if not dry_run:
+            knobs.apply(plan)
     if dry_run:
         for step in plan.steps():
             click.echo(f"would {step}")
-    else:
-        with translated(path):
-            knobs.apply(plan)
     for warning in plan.warnings:  # once the change is done (or would be)
         click.echo(f"warning: {warning}", err=True)
 
@@ -101,10 +107,8 @@ def create(state: State, path: str, weights: tuple[str, ...], priority: str | No
 
     cg = state.cgroup(path)
     settings = settings_from_options(state, weights, priority, memory_max)
-    with translated(path):
-        plan = knobs.plan_create(cg, settings, exist_ok=exist_ok,
-                                 raise_ancestors=raise_ancestors)
-    _run(plan, dry_run, path)
+    _plan_and_run(state, path, dry_run, lambda: knobs.plan_create(
+        cg, settings, exist_ok=exist_ok, raise_ancestors=raise_ancestors))
 
 
 @click.command("set", short_help="Change knobs of a group, all or none.",
@@ -135,9 +139,8 @@ def set_(state: State, path: str, weights: tuple[str, ...], priority: str | None
 
     cg = state.cgroup(path)
     settings = settings_from_options(state, weights, priority, memory_max)
-    with translated(path):
-        plan = knobs.plan_set(cg, settings, raise_ancestors=raise_ancestors)
-    _run(plan, dry_run, path)
+    _plan_and_run(state, path, dry_run, lambda: knobs.plan_set(
+        cg, settings, raise_ancestors=raise_ancestors))
 
 
 @click.command("rm", short_help="Remove a group (--recursive: with descendants).")

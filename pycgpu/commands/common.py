@@ -38,6 +38,14 @@ class Refused(click.ClickException):
     exit_code = EXIT_REFUSED
 
 
+def stopped(message: str, signum: int) -> click.exceptions.Exit:
+    """A signal stopped a change, which was undone: the one-line error, and
+    exit 128 + the signal's number, as a shell reports a process the signal
+    ended."""
+    click.echo(f"Error: {message}", err=True)
+    return click.exceptions.Exit(128 + signum)
+
+
 class BadValue(click.ClickException):
     """A bad argument, reported on one line without the usage text (exit 2)."""
 
@@ -67,10 +75,15 @@ def refused(e: OSError, path: str | None = None) -> Refused:
 @contextmanager
 def translated(path: str | None = None) -> Iterator[None]:
     """Turn library errors into click exceptions with the right exit code."""
-    from ..knobs import InvalidRequest, Unavailable
+    from ..interrupts import Interrupted
+    from ..knobs import ApplyError, InvalidRequest, Unavailable
 
     try:
         yield
+    except ApplyError as e:
+        if isinstance(e.cause, Interrupted):
+            raise stopped(str(e.strerror), e.cause.signum) from None
+        raise refused(e, path) from None
     except InvalidRequest as e:
         raise BadValue(str(e)) from None
     except Unavailable as e:  # its message carries the fix

@@ -78,6 +78,8 @@ EXIT_CLAIMS: dict[str, dict[str, list[str]]] = {
     },
     "docs/cli.md": {
         HELP_EXIT_CODES: ["test_docs.py::test_the_exit_codes"],
+        "and pycgpu exits 130 (SIGINT) or 143 (SIGTERM) with":
+            ["test_concurrency.py::test_a_signal_between_two_writes_leaves_the_tree_as_before"],
         "### Exit codes | code | meaning |": ["test_docs.py::test_the_exit_codes"],
         "is refused before anything is written, with exit 2; kernel refusals are translated":
             ["test_docs.py::test_examples_with_an_exit_status"],

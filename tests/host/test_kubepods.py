@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from forked import FORK, finish, start
 
 from pycgpu import kubepods
 from pycgpu.cgroup import Cgroup
@@ -181,16 +182,38 @@ def test_a_device_that_is_gone_drops_out_of_the_sums(cli, run):
     assert kubepods.read_asked(Cgroup(cli.fake.root, a)) == kubepods.Asked(None, {D128: 300})
 
 
-def test_sums_are_made_under_a_lock_on_the_kubelets_root(cli, run, monkeypatch):
-    import fcntl
+def test_concurrent_pod_sums_lose_no_weight(fake, monkeypatch):
+    """Two containers of one pod record their weights and sum the pod's at
+    once (kubepods.apply, without the hook's tree lock around it): the
+    kubelet root's lock makes the second wait, so the pod weighs both.
+    Without it the first wrote back the sum it made before the second
+    container counted."""
+    pod = "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podaa.slice"
+    c1, c2 = f"{pod}/cri-containerd-1.scope", f"{pod}/cri-containerd-2.scope"
+    fake.make(c1)
+    fake.make(c2)
+    summed, second_done = FORK.Event(), FORK.Event()
+    real_sums = kubepods.sums
 
-    locked: list[str] = []
-    real = fcntl.flock
+    def first() -> None:
+        def slow_sums(cg: Cgroup) -> kubepods.Asked:
+            total = real_sums(cg)
+            if not summed.is_set():  # the pod's sum: the second starts now
+                summed.set()
+                second_done.wait(1.5)
+            return total
 
-    def flock(fd: int, op: int) -> None:
-        locked.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real(fd, op)
+        kubepods.sums = slow_sums
+        kubepods.apply(Cgroup(fake.root, c1), kubepods.Asked(None, {D128: 300}))
 
-    monkeypatch.setattr(fcntl, "flock", flock)
-    run(ctr_path(pod("burstable", "aaaa"), 1), shares(3))
-    assert locked == [str(cli.fake.root / KUBE)]
+    def second() -> None:
+        summed.wait(10)
+        kubepods.apply(Cgroup(fake.root, c2), kubepods.Asked(None, {D128: 100}))
+        second_done.set()
+
+    p1 = start(first)
+    p2 = start(second)
+    assert finish(p1, p2) == [0, 0]
+    assert fake.read(f"{pod}/gpu.weight") == "default 100\n226:128 400\n"
+    assert fake.read("kubepods.slice/kubepods-burstable.slice/gpu.weight") == (
+        "default 100\n226:128 400\n")
