@@ -25,8 +25,21 @@ DEFAULT_MOUNT = Path("/sys/fs/cgroup")
 NAME_MAX = 255  # bytes in one path component (cgroupfs: kernfs, like any Linux fs)
 
 
+READ, WRITE, MKDIR, RMDIR = "read", "write", "mkdir", "rmdir"
+
+
 class CgroupError(OSError):
-    """A cgroup operation the kernel refused; the message names the file and the value."""
+    """A cgroup operation the kernel refused; the message names the file and
+    the value. @op says what failed (:data:`READ` a file, :data:`WRITE` one,
+    :data:`MKDIR`, :data:`RMDIR`; empty: something else) and @file on which
+    path, so that a caller can tell a refused value from a file it could not
+    read, whatever the errno."""
+
+    def __init__(self, code: int, message: str, op: str = "",
+                 file: str | Path | None = None) -> None:
+        super().__init__(code, message)
+        self.op = op
+        self.file = None if file is None else Path(file)
 
 
 class DelegatedRefusal(CgroupError):
@@ -46,7 +59,8 @@ def find_mount(mountinfo: Path = Path("/proc/self/mountinfo")) -> Path:
     try:
         text = mountinfo.read_bytes().decode(errors="surrogateescape")
     except OSError as e:
-        raise CgroupError(e.errno, f"cannot read {mountinfo}: {e.strerror}") from None
+        raise CgroupError(e.errno or 0, f"cannot read {mountinfo}: {e.strerror}", READ,
+                          mountinfo) from None
     for mount in parse_mountinfo(text):
         if mount.fstype == "cgroup2":
             return Path(mount.mount_point)
@@ -109,7 +123,7 @@ def read_interface(name: str | Path, dir_fd: int | None = None) -> str | None:
     except FileNotFoundError:
         return None
     except OSError as e:
-        raise CgroupError(e.errno or 0, f"reading {name}: {e.strerror}") from None
+        raise CgroupError(e.errno or 0, f"reading {name}: {e.strerror}", READ, name) from None
     try:
         data = os.read(fd, 4096)
         if len(data) == 4096:  # a big file (many devices): keep reading
@@ -120,13 +134,13 @@ def read_interface(name: str | Path, dir_fd: int | None = None) -> str | None:
     except OSError as e:
         if e.errno == errno.ENODEV:  # the group went away between open and read
             return None
-        raise CgroupError(e.errno or 0, f"reading {name}: {e.strerror}") from None
+        raise CgroupError(e.errno or 0, f"reading {name}: {e.strerror}", READ, name) from None
     finally:
         os.close(fd)
     try:
         return formats.decode(data, str(name))
     except formats.FormatError as e:
-        raise CgroupError(errno.EINVAL, f"reading {e}") from None
+        raise CgroupError(errno.EINVAL, f"reading {e}", READ, name) from None
 
 
 def _mkdir(path: Path) -> None:
@@ -200,10 +214,10 @@ def _refusal(e: OSError, path: Path, value: str) -> CgroupError:
         return DelegatedRefusal(
             code, f"writing {value!r} to {path}: {_REASONS[code]}: {path.parent} is delegated "
             f"to you, and a delegated group's own {path.name} is set by the owner of its "
-            f"parent; you may set it on the groups you create below it")
+            f"parent; you may set it on the groups you create below it", WRITE, path)
     else:
         why = _REASONS.get(code, e.strerror or str(e))
-    return CgroupError(code, f"writing {value!r} to {path}: {why}")
+    return CgroupError(code, f"writing {value!r} to {path}: {why}", WRITE, path)
 
 
 class Cgroup:
@@ -254,7 +268,7 @@ class Cgroup:
         path = self.path / name
         text = read_interface(path)
         if text is None:
-            raise CgroupError(errno.ENOENT, f"reading {path}: {_missing_file(path)}")
+            raise CgroupError(errno.ENOENT, f"reading {path}: {_missing_file(path)}", READ, path)
         return text
 
     def parsed(self, name: str, parse: Callable[[str], T]) -> T:
@@ -265,7 +279,8 @@ class Cgroup:
         try:
             return parse(text)
         except formats.FormatError as e:
-            raise CgroupError(errno.EINVAL, f"reading {self.path / name}: {e}") from None
+            raise CgroupError(errno.EINVAL, f"reading {self.path / name}: {e}", READ,
+                              self.path / name) from None
 
     def write(self, name: str, value: str) -> None:
         """One write(2) of @value, as the kernel wants each key set separately."""
@@ -314,7 +329,8 @@ class Cgroup:
         except FileExistsError:
             return False
         except OSError as e:
-            raise CgroupError(e.errno or 0, f"creating {self.path}: {e.strerror}") from None
+            raise CgroupError(e.errno or 0, f"creating {self.path}: {e.strerror}", MKDIR,
+                              self.path) from None
         return True
 
     def enable_controller(self, controller: str = CONTROLLER) -> None:
@@ -339,7 +355,8 @@ class Cgroup:
                 errno.EBUSY: "the group still has processes (move them out first)",
                 errno.ENOTEMPTY: "the group has child groups",
             }.get(e.errno or 0, e.strerror)
-            raise CgroupError(e.errno or 0, f"removing {self.path}: {why}") from None
+            raise CgroupError(e.errno or 0, f"removing {self.path}: {why}", RMDIR,
+                              self.path) from None
 
     def procs(self) -> list[int]:
         return [int(p) for p in self.read("cgroup.procs").split()]

@@ -58,6 +58,9 @@ class ImageMismatch(HookError):
     """The image's GPU user space does not fit the host's drivers (exit 3)."""
 
 
+_TOO_DEEP = object()
+
+
 @dataclass(frozen=True)
 class State:
     """The runtime-spec state the runtime passes on stdin."""
@@ -68,12 +71,24 @@ class State:
     annotations: dict[str, Any] | None
 
     @classmethod
-    def parse(cls, text: str) -> State:
+    def parse(cls, data: str | bytes) -> State:
+        """The state in @data (bytes: UTF-8); :class:`BadInput` with one
+        line for anything else."""
+        from .formats import FormatError, decode
+        from .jsontext import MAX_DEPTH, depth
+
         try:
+            text = decode(data, "the OCI state on stdin") if isinstance(data, bytes) else data
             doc = json.loads(text)
+        except FormatError as e:
+            raise BadInput(str(e)) from None
         except json.JSONDecodeError as e:
             raise BadInput(f"the OCI state on stdin is not JSON ({e.msg} at line {e.lineno}) "
                            "- is this running as an OCI hook?") from None
+        except RecursionError:
+            doc = _TOO_DEEP
+        if doc is _TOO_DEEP or depth(doc) > MAX_DEPTH:
+            raise BadInput(f"the OCI state on stdin is nested deeper than {MAX_DEPTH} levels")
         if not isinstance(doc, dict):
             raise BadInput("the OCI state on stdin is not a JSON object")
         cid, pid, bundle = doc.get("id"), doc.get("pid"), doc.get("bundle")
@@ -116,8 +131,8 @@ def _config(state: State) -> dict[str, Any]:
 def cgroup_of_pid(pid: int, mount: Path, proc_root: Path = Path("/proc")) -> Cgroup:
     """The cgroup v2 group of @pid, from /proc/PID/cgroup (``0::/path``)."""
     path = proc_root / str(pid) / "cgroup"
-    try:
-        text = path.read_text()
+    try:  # a cgroup's name is bytes: kept as they are, as os.fsdecode would
+        text = path.read_bytes().decode(errors="surrogateescape")
     except OSError as e:
         raise Refused(f"cannot read {path}: {e.strerror}") from None
     for line in text.splitlines():
@@ -183,7 +198,7 @@ def rootfs_of(state: State, config: dict[str, Any]) -> Path:
 
 
 def run(
-    text: str,
+    text: str | bytes,
     *,
     resolve: Callable[[str], Any],
     mount: Callable[[], Path],

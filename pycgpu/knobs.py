@@ -59,7 +59,7 @@ class ApplyError(CgroupError):
             msg += "; " + "; ".join(kept) + "; nothing else was changed"
         elif not isinstance(cause, PartialUndo):
             msg += "; nothing was changed"
-        super().__init__(cause.errno or 0, msg)
+        super().__init__(cause.errno or 0, msg, cause.op, cause.file)
         self.cause = cause
         self.rollback_errors = rollback_errors
         self.kept = kept

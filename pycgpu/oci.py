@@ -82,6 +82,11 @@ class Config:
     def dumps(self) -> str:
         text = json.dumps(self.doc, indent=self.style.indent, separators=self.style.separators,
                           ensure_ascii=False)
+        try:
+            text.encode()
+        except UnicodeEncodeError:  # a lone surrogate (a "\ud800" escape): keep it escaped
+            text = json.dumps(self.doc, indent=self.style.indent,
+                              separators=self.style.separators)
         return text + ("\n" if self.style.newline else "")
 
 
@@ -103,14 +108,19 @@ def _style(text: str) -> Style:
     return Style(None, (",", ":") if compact else None, newline)
 
 
-def parse(text: str, source: str = CONFIG) -> Config:
-    """A config from JSON @text; @source names it in errors."""
+def parse(data: str | bytes, source: str = CONFIG) -> Config:
+    """A config from JSON @data (bytes: UTF-8); @source names it in errors
+    (:class:`ConfigError`, one line, for anything that is not a JSON object
+    pycgpu can rewrite: not UTF-8, not JSON, duplicate keys, too deep)."""
+    from .jsontext import NotJSON, loads
+
     try:
-        doc = json.loads(text, object_pairs_hook=_no_duplicates)
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{source}:{e.lineno}:{e.colno}: not valid JSON: {e.msg}") from None
+        doc = loads(data, source, _no_duplicates)
+    except NotJSON as e:
+        raise ConfigError(str(e)) from None
     except ConfigError as e:
         raise ConfigError(f"{source}: {e}") from None
+    text = data if isinstance(data, str) else data.decode()
     if not isinstance(doc, dict):
         raise ConfigError(f"{source}: not a runtime-spec config (the top level is "
                           f"{_type(doc)}, not an object)")
@@ -119,7 +129,7 @@ def parse(text: str, source: str = CONFIG) -> Config:
 
 def load(path: Path) -> Config:
     """Read and parse @path (OSError if it cannot be read)."""
-    config = parse(Path(path).read_text(encoding="utf-8"), str(path))
+    config = parse(Path(path).read_bytes(), str(path))
     config.path = Path(path)
     return config
 

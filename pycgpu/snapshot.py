@@ -10,13 +10,14 @@ so a recursive walk costs one directory read plus one read per present file.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from . import formats
-from .cgroup import CgroupError, read_interface
+from .cgroup import READ, CgroupError, read_interface
 
 SCHEMA = "pycgpu.show/v1"  # = schemas.SHOW_V1
 
@@ -57,7 +58,7 @@ def read_group(dirpath: str, name: str, present: set[str]) -> dict[str, Any]:
                 key = "events_local" if fname.endswith(".local") else "events"
                 memory[key] = _keyed(formats.parse_nested_keyed(text))
         except formats.FormatError as e:
-            raise CgroupError(0, f"{path}: {e}") from None
+            raise CgroupError(errno.EINVAL, f"{path}: {e}", READ, path) from None
     if memory:
         item["memory"] = memory
     return item

@@ -385,7 +385,7 @@ def hook(state: State, proc_root: Path) -> None:
 
     try:
         outcome = hookmod.run(
-            stdin.read(), resolve=state.resolve_devt, mount=lambda: state.mount,
+            stdin.buffer.read(), resolve=state.resolve_devt, mount=lambda: state.mount,
             proc_root=proc_root,
             image_host=lambda: imagecheck.host(state.sysfs_root, state.dev_root, proc_root))
     except hookmod.BadInput as e:

@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..cgroup import Cgroup, CgroupError, DelegatedRefusal, InvalidPath, find_mount, resolve_path
+from ..cgroup import (
+    WRITE,
+    Cgroup,
+    CgroupError,
+    DelegatedRefusal,
+    InvalidPath,
+    find_mount,
+    resolve_path,
+)
 from ..formats import DevT
 
 if TYPE_CHECKING:
@@ -52,24 +60,38 @@ class BadValue(click.ClickException):
     exit_code = EXIT_USAGE
 
 
-_HINTS = {
-    errno.EACCES: "run as root, or inside a cgroup subtree delegated to you",
-    errno.EPERM: "run as root, or inside a cgroup subtree delegated to you",
-    errno.EINVAL: "the kernel rejected the value: check the formats in pycgpu set --help "
-                  "and the devices in pycgpu devices",
-    errno.ERANGE: "see the ranges in pycgpu set --help",
-    errno.ENOENT: "see pycgpu check --path PATH",
-}
+_ACCESS_HINT = "run as root, or inside a cgroup subtree delegated to you"
+_KNOBS = ("gpu.weight", "gpu.priority", "gpu.memory.max")
+
+
+def hint(e: OSError, path: str | None = None) -> str | None:
+    """The fix for a refusal, chosen by what failed (a read or a write, of
+    which file: :class:`pycgpu.cgroup.CgroupError` says) and then by errno:
+    a knob the kernel refused a value for is a format or range matter; a
+    file pycgpu could not read, or did not understand, is not."""
+    code = e.errno or 0
+    op = getattr(e, "op", "")
+    file = getattr(e, "file", None)
+    if isinstance(e, DelegatedRefusal):  # its message says who may
+        return None
+    if code in (errno.EACCES, errno.EPERM):
+        return _ACCESS_HINT
+    if code == errno.ENOENT:
+        return f"see pycgpu check --path {path or 'PATH'}"
+    if op == WRITE and file is not None and file.name in _KNOBS:
+        if code == errno.EINVAL:
+            return ("the kernel rejected the value: check the formats in pycgpu set --help "
+                    "and the devices in pycgpu devices")
+        if code == errno.ERANGE:
+            return "see the ranges in pycgpu set --help"
+    return None
 
 
 def refused(e: OSError, path: str | None = None) -> Refused:
     """A one-line message for a refusal: what, why, and the fix."""
     msg = str(e.strerror or e)
-    hint = _HINTS.get(e.errno or 0)
-    if hint and not isinstance(e, DelegatedRefusal):  # that one says who may
-        hint = hint.replace("PATH", path or "PATH")
-        msg = f"{msg} (fix: {hint})"
-    return Refused(msg)
+    fix = hint(e, path)
+    return Refused(f"{msg} (fix: {fix})" if fix else msg)
 
 
 @contextmanager

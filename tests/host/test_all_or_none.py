@@ -4,13 +4,14 @@ for bad file content, bad paths and huge numbers: the library's writes
 
 from __future__ import annotations
 
+import errno
 import json
 from pathlib import Path
 
 import pytest
 
 from pycgpu import formats, knobs
-from pycgpu.cgroup import Cgroup, InvalidPath, check_relpath, resolve_path
+from pycgpu.cgroup import READ, WRITE, Cgroup, CgroupError, InvalidPath, check_relpath, resolve_path
 
 
 def one_line_error(result) -> str:
@@ -55,16 +56,55 @@ def test_set_with_a_malformed_knob_file_changes_nothing(cli):
     assert cli.fake.snapshot() == before
 
 
-@pytest.mark.parametrize("command", [["show", "a"], ["show", "-r", "--json"],
-                                     ["set", "a", "--weight", "5"]])
-def test_non_utf8_file_content_is_one_line(cli, command):
+@pytest.mark.parametrize("command, tail", [
+    (["show", "a"], ""), (["show", "-r", "--json"], ""),
+    (["set", "a", "--weight", "5"], "; nothing was changed")])
+def test_non_utf8_file_content_is_one_line(cli, command, tail):
+    """The exact line: a file pycgpu could not read gets no hint about
+    values the kernel rejected (nothing was written)."""
     cli.fake.make("a")
     (cli.fake.root / "a" / "gpu.weight").write_bytes(b"default \xff\n")
     before = cli.fake.snapshot()
     r = cli(*command, code=1)
-    line = one_line_error(r)
-    assert "not UTF-8 text (byte 0xff at offset 8)" in line
+    assert one_line_error(r) == (f"Error: reading {cli.fake.root}/a/gpu.weight: not UTF-8 text "
+                                 f"(byte 0xff at offset 8){tail}")
     assert cli.fake.snapshot() == before
+
+
+@pytest.mark.parametrize("op, name, code, fix", [
+    (WRITE, "gpu.weight", errno.EINVAL, "the kernel rejected the value"),
+    (WRITE, "gpu.memory.max", errno.ERANGE, "see the ranges in pycgpu set --help"),
+    (READ, "gpu.weight", errno.EINVAL, None),
+    (READ, "gpu.weight", errno.ERANGE, None),
+    (WRITE, "cgroup.subtree_control", errno.EINVAL, None),
+    (WRITE, "cgroup.procs", errno.ERANGE, None),
+    (READ, "gpu.weight", errno.EACCES, "run as root"),
+    ("", "", errno.EINVAL, None),
+])
+def test_hints_follow_what_failed_not_the_errno_alone(op, name, code, fix):
+    from pycgpu.commands.common import hint
+
+    e = CgroupError(code, "x", op, f"/cg/a/{name}" if name else None)
+    got = hint(e)
+    assert (got is None) if fix is None else (got is not None and got.startswith(fix))
+
+
+def test_a_read_error_of_a_knob_file_has_no_write_hint(cli, monkeypatch):
+    """EINVAL from read(2) of gpu.weight (a driver's bug): reported as a
+    read error, not as a value the kernel rejected."""
+    import os as os_mod
+
+    cli.fake.make("a")
+    real_read = os_mod.read
+
+    def read(fd, n):
+        if os_mod.readlink(f"/proc/self/fd/{fd}").endswith("/a/gpu.weight"):
+            raise OSError(errno.EINVAL, os_mod.strerror(errno.EINVAL))
+        return real_read(fd, n)
+
+    monkeypatch.setattr(os_mod, "read", read)
+    r = cli("show", "a", code=1)
+    assert one_line_error(r) == f"Error: reading {cli.fake.root}/a/gpu.weight: Invalid argument"
 
 
 def test_a_path_component_over_255_bytes(cli):

@@ -149,6 +149,10 @@ EXIT_CLAIMS: dict[str, dict[str, list[str]]] = {
              "test_hook.py::test_a_kernel_refusal_rolls_everything_back",
              "test_hook.py::test_image_check_enforce_refuses_a_mismatch"],
         "# exit 0: fits; 3: mismatch": ["test_imagecheck.py::test_cli_text_and_exit_codes"],
+        "is one line and exit 2, never a traceback, with the file left as it was":
+            ["test_bad_json.py::test_a_config_pycgpu_cannot_take_is_one_line",
+             "test_bad_json.py::test_the_hook_on_a_config_it_cannot_take",
+             "test_bad_json.py::test_the_hook_on_a_state_it_cannot_take"],
     },
 }
 
