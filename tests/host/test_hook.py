@@ -257,10 +257,23 @@ def test_image_check_enforce_passes_a_fitting_image(cli, ctr):
 
 
 def test_image_check_only_counts_the_containers_devices(cli, ctr):
+    """The image has no Mesa: it fits a container without the Intel GPU
+    (none, or only vgem), and not one with it: the check did run."""
     config = json.loads((ctr / "config.json").read_text())
-    config["linux"]["devices"] = []  # no Intel GPU in this container
+    vgem = {"path": "/dev/dri/renderD129", "type": "c", "major": 226, "minor": 129}
+    for devices in ([], [vgem]):  # no Intel GPU in this container
+        config["linux"]["devices"] = devices
+        (ctr / "config.json").write_text(json.dumps(config))
+        r = hook(cli, state(ctr, {"pycgpu.io/image-check": "enforce"}))
+        assert r.output == ""
+    config["linux"]["devices"] = [vgem, {**vgem, "path": "/dev/dri/renderD128", "minor": 128}]
     (ctr / "config.json").write_text(json.dumps(config))
-    hook(cli, state(ctr, {"pycgpu.io/image-check": "enforce"}))
+    r = hook(cli, state(ctr, {"pycgpu.io/image-check": "warn"}))
+    assert r.output.startswith(
+        "pycgpu oci hook: warning: image check: renderD128 (i915, 0000:00:02.0) needs a Mesa "
+        "driver")
+    assert len(r.output.splitlines()) == 1
+    assert cli.fake.log == []
 
 
 def test_image_check_warn_applies_and_warns(cli, ctr):

@@ -253,7 +253,13 @@ def test_cli_text_and_exit_codes(tmp_path, cli):
     r = cli("image", "check", str(empty), code=3)
     assert r.output.splitlines()[-1] == "1 mismatch found"
     assert "fix: install Mesa's DRI drivers" in r.output
-    cli("image", "check", str(empty), "--device", "renderD129")
+    r = cli("image", "check", str(empty), "--device", "renderD129")  # vgem needs no Mesa
+    assert r.output.splitlines() == [
+        f"image {empty}",
+        "host   renderD128 (226:128, i915, 0000:00:02.0), renderD129 (226:129)",
+        "info     image   no GPU user-space drivers found in the image",
+        "image fits the host",
+    ]
 
 
 def test_cli_json_validates(tmp_path, cli):
@@ -276,7 +282,9 @@ def test_cli_bad_rootfs_and_device(tmp_path, cli):
     r = cli("image", "check", str(tmp_path / "nope"), code=2)
     assert "is not a directory" in r.output
     (tmp_path / "file").write_text("")
-    cli("image", "check", str(tmp_path / "file"), code=2)
+    r = cli("image", "check", str(tmp_path / "file"), code=2)
+    assert r.output == (f"Error: ROOTFS {tmp_path}/file is not a directory (give an unpacked "
+                        "root file system, e.g. a bundle's rootfs)\n")
     r = cli("image", "check", str(tmp_path), "--device", "renderD7", code=2)
     assert "--device 'renderD7': unknown device" in r.output
 
