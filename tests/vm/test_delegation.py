@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
-import sys
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import staging
 
 from pycgpu import formats
 from pycgpu.cgroup import Cgroup
@@ -52,7 +54,7 @@ print(json.dumps(out))
 
 # Runs as the delegatee: dumb buffers of 256 KiB on the card node argv[1]
 # until one is refused; prints how many it got and the refusal (drmtest:
-# as_delegatee puts tests/ on PYTHONPATH).
+# staged by the delegatee fixture).
 ALLOC = """
 import os, sys
 from drmtest import BufferNode
@@ -68,18 +70,55 @@ except OSError as e:
 """
 
 
-def as_delegatee(cmd: list[str], start_in: Cgroup) -> subprocess.CompletedProcess[str]:
-    """CMD as uid and gid 65534 without supplementary groups, started (by
-    root) in START_IN, as a login would place the user's session."""
-    shell = (f'echo $$ > {start_in.path}/cgroup.procs && '
-             f'exec setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups "$@"')
-    return subprocess.run(["sh", "-c", shell, "sh", *cmd], capture_output=True, text=True,
-                          timeout=120, cwd="/",
-                          env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}"})
+AS_NOBODY = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+
+
+@dataclass
+class Delegatee:
+    """How uid 65534 runs Python: an interpreter it can execute, and
+    PYTHONPATH set to a copy of the modules it imports (pycgpu, drmtest and
+    the third-party modules they load) that it can read, as it may not
+    read the checkout or its venv (a clone in /root, mode 0700)."""
+
+    python: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+
+
+DELEGATEE = Delegatee()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def delegatee() -> Iterator[Delegatee]:
+    staged = staging.stage(staging.sources(["pycgpu.cli", "drmtest"], [ROOT / "tests"]))
+    env = {**os.environ, "PYTHONPATH": str(staged)}
+    env.pop("VIRTUAL_ENV", None)
+    tried = []
+    for python in staging.interpreters():
+        r = subprocess.run([*AS_NOBODY, python, "-c", "import pycgpu.cli, drmtest"],
+                           capture_output=True, text=True, cwd="/", env=env, timeout=60)
+        if r.returncode == 0:
+            DELEGATEE.python, DELEGATEE.env = python, env
+            break
+        tried.append(f"{python}: {r.stderr.strip().splitlines()[-1:]}")
+    else:
+        shutil.rmtree(staged)
+        pytest.fail(f"uid {NOBODY} can run none of these interpreters with the modules staged "
+                    f"in {staged}: {'; '.join(tried)}")
+    yield DELEGATEE
+    shutil.rmtree(staged)
+
+
+def as_delegatee(args: list[str], start_in: Cgroup) -> subprocess.CompletedProcess[str]:
+    """Python with ARGS as uid and gid 65534 without supplementary groups,
+    started (by root) in START_IN, as a login would place the user's session."""
+    shell = f'echo $$ > {start_in.path}/cgroup.procs && exec "$@"'
+    return subprocess.run(["sh", "-c", shell, "sh", *AS_NOBODY, DELEGATEE.python, *args],
+                          capture_output=True, text=True, timeout=120, cwd="/",
+                          env=DELEGATEE.env)
 
 
 def steps(start_in: Cgroup, *args: str | Path) -> list[str]:
-    r = as_delegatee([sys.executable, "-c", STEPS, *map(str, args)], start_in)
+    r = as_delegatee(["-c", STEPS, *map(str, args)], start_in)
     assert r.returncode == 0, r.stderr
     return list(json.loads(r.stdout))
 
@@ -146,7 +185,7 @@ def test_children_cannot_exceed_the_ancestors_memory_limit(delegated, vgem, open
                 f"{d}/big/gpu.memory.max={vgem} max", f"{d}/gpu.memory.max={vgem} max")
     assert got == ["ok", "ok", "ok", "Permission denied"]
     big = delegated.child("big")
-    r = as_delegatee([sys.executable, "-c", ALLOC, str(open_card)], big)
+    r = as_delegatee(["-c", ALLOC, str(open_card)], big)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["4", "Cannot", "allocate", "memory"]
     events = formats.parse_nested_keyed
@@ -161,12 +200,12 @@ def test_pycgpu_tells_the_delegatee_what_it_may_change(delegated):
     d = delegated.path
     steps(delegated.child("session"), f"mkdir:{d}/a", f"{d}/cgroup.subtree_control=+gpu")
     rel = "/" + str(delegated.relpath)
-    own = as_delegatee([sys.executable, "-m", "pycgpu", "set", rel, "--weight", "500"],
+    own = as_delegatee(["-m", "pycgpu", "set", rel, "--weight", "500"],
                        delegated.child("session"))
     assert own.returncode == 1
     assert f"{d} is delegated to you, and a delegated group's own gpu.weight is set by the " \
            "owner of its parent; you may set it on the groups you create below it" in own.stderr
-    child = as_delegatee([sys.executable, "-m", "pycgpu", "set", f"{rel}/a", "--priority", "100",
+    child = as_delegatee(["-m", "pycgpu", "set", f"{rel}/a", "--priority", "100",
                           "--weight", "300"], delegated.child("session"))
     assert child.returncode == 0, child.stderr
     assert (f"{rel}/a gets priority 100 but its effective priority stays -5: ancestor {rel} has "
