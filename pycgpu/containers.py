@@ -247,7 +247,7 @@ class Resolver:
         try:
             with open(path, "rb") as f:
                 doc = json.load(f)
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # damaged, or nested absurdly deep
             return None
         return doc if isinstance(doc, dict) else None
 
@@ -281,7 +281,7 @@ class Resolver:
                     with open(self.root / base / "overlay-containers/containers.json",
                               "rb") as f:
                         doc = json.load(f)
-                except (OSError, ValueError):
+                except (OSError, ValueError, RecursionError):
                     continue
                 for entry in doc if isinstance(doc, list) else []:
                     if not isinstance(entry, dict):

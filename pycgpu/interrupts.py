@@ -54,12 +54,15 @@ class Signals:
 def deferred() -> Iterator[Signals]:
     """Record SIGINT and SIGTERM instead of acting on them, until the end of
     the block (outside the main thread, where Python cannot handle signals,
-    nothing is installed and nothing is recorded)."""
+    nothing is installed and nothing is recorded; a signal the process
+    ignores is left ignored)."""
     signals = Signals()
     if threading.current_thread() is not threading.main_thread():
         yield signals
         return
-    previous = {s: signal.signal(s, signals.record) for s in SIGNALS}
+    # a signal the process ignores (nohup, a runtime's setting) stays ignored
+    previous = {s: signal.signal(s, signals.record) for s in SIGNALS
+                if signal.getsignal(s) is not signal.SIG_IGN}
     try:
         yield signals
     finally:

@@ -196,6 +196,23 @@ def test_a_signal_after_the_last_write_acts_once_the_change_is_done(cli):
     assert cli.fake.read("a/gpu.priority") == "5\n"
 
 
+def test_an_ignored_signal_stays_ignored(cli):
+    """nohup, or a runtime that ignores SIGTERM for its hooks: the change
+    goes on and completes."""
+    cli.fake.make("a")
+    out = FORK.Queue()
+
+    def child() -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        cgroup_mod._write_file = _signal_on_write(1, signal.SIGTERM)
+        out.put(invoke(cli.env, "set", "a", "--weight", "300", "--priority", "5"))
+
+    assert finish(start(child)) == [0]
+    assert out.get(timeout=5) == (0, "")
+    assert cli.fake.read("a/gpu.weight") == "default 300\n"
+    assert cli.fake.read("a/gpu.priority") == "5\n"
+
+
 def test_the_previous_handlers_are_back_after_apply(fake):
     fake.make("a")
     handler = signal.getsignal(signal.SIGTERM)

@@ -138,11 +138,20 @@ def test_resolver_misses_are_retried_later(tmp_path):
     assert r.resolve(c) == c and r.resolve(c) == c  # cached miss: no second lookup
 
 
-def test_resolver_ignores_broken_state(tmp_path):
+@pytest.mark.parametrize("data", [b"{not json", b'{"Name": "/caf\xe9"}',
+                                  b'{"Name": "/x", "a": ' + b"[" * 5000 + b"]" * 5000 + b"}"])
+def test_resolver_ignores_broken_state(tmp_path, data):
+    """Not JSON, not UTF-8, nested past the parser's recursion limit: the
+    state names nothing (no traceback out of a scrape)."""
     p = tmp_path / f"var/lib/docker/containers/{ID}/config.v2.json"
     p.parent.mkdir(parents=True)
-    p.write_text("{not json")
-    assert Resolver(tmp_path).resolve(Container("docker", ID)).name is None
+    p.write_bytes(data)
+    q = tmp_path / "var/lib/containers/storage/overlay-containers/containers.json"
+    q.parent.mkdir(parents=True)
+    q.write_bytes(b"[" * 5000 + b"]" * 5000)
+    r = Resolver(tmp_path)
+    assert r.resolve(Container("docker", ID)).name is None
+    assert r.resolve(Container("podman", ID2)).name is None
 
 
 def test_resolver_ignores_state_of_the_wrong_shape(tmp_path):
