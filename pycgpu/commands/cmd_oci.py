@@ -243,8 +243,8 @@ def unpatch(config: Path, keep_devices: bool, dry_run: bool, output: str | None)
     hooks.createRuntime entries that run pycgpu oci hook,
     linux.resources.gpu and (unless --keep-devices) the /dev/dri/renderD*
     entries of linux.devices with their allow rules. linux.cgroupsPath and
-    process are left as they are. The file is replaced atomically; on bad
-    input nothing is written.
+    process are left as they are. The file is replaced atomically, under
+    the lock pycgpu oci patch takes; on bad input nothing is written.
 
     \b
     Examples:

@@ -213,6 +213,28 @@ def test_an_ignored_signal_stays_ignored(cli):
     assert cli.fake.read("a/gpu.priority") == "5\n"
 
 
+def test_after_a_sigkill_the_same_create_with_exist_ok_completes(cli):
+    """SIGKILL cannot be caught: a create killed between two writes leaves
+    the steps before it (docs/cli.md); running it again with --exist-ok
+    finishes it, and the lock it held is gone with it."""
+    cli.fake.make("a")
+    args = ["create", "x/y", "--weight", "300", "--priority", "5"]
+
+    def child() -> None:
+        cgroup_mod._write_file = _signal_on_write(2, signal.SIGKILL)  # +gpu in x, the weight
+        invoke(cli.env, *args)
+
+    assert finish(start(child)) == [-signal.SIGKILL]
+    assert cli.fake.read("x/y/gpu.weight") == "default 300\n"
+    assert cli.fake.read("x/y/gpu.priority") == "0\n"  # not written
+    r = cli(*args, code=2)
+    assert "cgroup /x/y already exists" in r.output
+    cli(*args, "--exist-ok")
+    assert cli.fake.read("x/y/gpu.priority") == "5\n"
+    assert cli.fake.read("x/y/gpu.weight") == "default 300\n"
+    assert cli.fake.read("x/cgroup.subtree_control").split() == ["gpu"]
+
+
 def test_the_previous_handlers_are_back_after_apply(fake):
     fake.make("a")
     handler = signal.getsignal(signal.SIGTERM)
