@@ -176,8 +176,9 @@ def device_plugin(state: State, shares: tuple[str, ...], weight_per_share: int,
     plugin's), the plugin serves and registers again. Runs until SIGTERM
     or Ctrl-C; logs go to stderr.
 
-    Exit codes: 0 stopped; 1 the plugin's socket cannot be created or the
-    gRPC stubs cannot be generated; 2 a bad default option value.
+    Exit codes: 0 stopped; 1 the plugin's socket cannot be created or
+    grpcio/protobuf are missing (pip install 'pycgpu[k8s]'); 2 a bad default
+    option value.
 
     \b
     Examples:
@@ -198,13 +199,14 @@ def device_plugin(state: State, shares: tuple[str, ...], weight_per_share: int,
 
     for w in warnings:
         log(w)
+    from ..k8s.api import EXTRA, ApiUnavailable
+    from ..k8s.sources import PollSource, UdevSource
+
     try:
         from ..k8s.plugin import DevicePlugin, PluginError
-        from ..k8s.proto import ProtoError
-        from ..k8s.sources import PollSource, UdevSource
     except ImportError as e:
-        raise Refused(f"the device plugin needs grpcio and grpcio-tools ({e}; fix: pip "
-                      "install grpcio grpcio-tools)") from None
+        raise Refused(f"the device plugin needs grpcio and protobuf ({e}; fix: "
+                      f"{EXTRA})") from None
     source: Any
     use_udev = watch == "udev" or (watch == "auto" and state.sysfs_root == Path("/sys")
                                    and state.dev_root == Path("/dev"))
@@ -217,7 +219,7 @@ def device_plugin(state: State, shares: tuple[str, ...], weight_per_share: int,
                               kubelet_socket=kubelet_socket, endpoint=endpoint,
                               resource_name=resource_name, sysfs_root=state.sysfs_root,
                               check_interval=check_interval)
-    except (PluginError, ProtoError) as e:
+    except (PluginError, ApiUnavailable) as e:
         raise Refused(str(e)) from None
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -1,7 +1,7 @@
 """``pycgpu top``, ``pycgpu stat`` and ``pycgpu exporter``: per-container GPU
 usage from the gpu controller's files or from /proc/*/fdinfo
-(:mod:`pycgpu.usage`). rich and prometheus_client are imported by the
-commands that use them only."""
+(:mod:`pycgpu.usage`). rich is imported by the commands that use it only;
+the exporter writes its formats itself (:mod:`pycgpu.usage.exporter`)."""
 
 from __future__ import annotations
 

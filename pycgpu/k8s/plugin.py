@@ -33,7 +33,7 @@ import grpc
 
 from .. import formats
 from . import shares as sh
-from .proto import API_VERSION, load
+from .api import DEVICE_PLUGIN, load
 from .sources import DeviceSource
 
 PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
@@ -46,6 +46,8 @@ REGISTER_TIMEOUT = 5.0
 # a fresh connection per registration: the process-wide subchannel pool would
 # hand back the connection to the kubelet's previous socket, in reconnect backoff
 CHANNEL_OPTIONS = [("grpc.use_local_subchannel_pool", 1)]
+
+API_VERSION = "v1beta1"
 
 Log = Callable[[str], None]
 
@@ -69,7 +71,7 @@ class DevicePlugin:
         self.kubelet_socket = kubelet_socket or plugin_dir / KUBELET_SOCKET
         self.endpoint, self.resource_name = endpoint, resource_name
         self.sysfs_root, self.check_interval = sysfs_root, check_interval
-        self.api = load()
+        self.api = load(DEVICE_PLUGIN)
         self._cond = threading.Condition()
         self._inventory = sh.Inventory(config)
         self._revision = 0
@@ -167,8 +169,8 @@ class DevicePlugin:
     def _servicer(self) -> Any:
         plugin, pb2 = self, self.api.pb2
 
-        # the base class and the messages are in the stubs generated at run time
-        # (proto.py), untyped: mypy refuses a base class of type Any
+        # the base class and the messages are in the generated stubs (api/),
+        # untyped: mypy refuses a base class of type Any
         base: Any = self.api.grpc.DevicePluginServicer
 
         class Servicer(base):  # type: ignore[misc]

@@ -127,9 +127,10 @@ EXIT_CLAIMS: dict[str, dict[str, list[str]]] = {
              "test_cdi.py::test_no_render_nodes", "test_cdi.py::test_unknown_device"],
         "Exits 0 when everything fits, 3 on a mismatch":
             ["test_imagecheck.py::test_cli_text_and_exit_codes"],
-        "Exit codes: 0 stopped; 1 the plugin's socket cannot be created or the gRPC stubs "
-        "cannot be generated; 2 a bad default option value":
+        "Exit codes: 0 stopped; 1 the plugin's socket cannot be created or grpcio/protobuf "
+        "are missing (pip install 'pycgpu[k8s]'); 2 a bad default option value":
             ["test_k8s_plugin.py::test_cli_plugin_process",
+             "test_k8s_api.py::test_without_grpc_the_device_plugin_names_the_extra",
              "test_k8s_plugin.py::test_cli_bad_default_is_one_line",
              "test_docs.py::test_a_bad_k8s_default"],
         "Exit codes: 0 shown; 2 a bad default (a per-device entry that is wrong is a warning, "
