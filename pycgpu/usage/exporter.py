@@ -199,6 +199,10 @@ class _Out:
     def add(self, name: str, labels: str, value: float) -> None:
         self.lines.setdefault(name, []).append(f"{name}{{{labels}}} {_value(value)}\n")
 
+    def family_lines(self, name: str) -> list[str]:
+        """The sample lines of family @name, to append to directly."""
+        return self.lines.setdefault(name, [])
+
     def text(self) -> str:
         parts = []
         for name, family in FAMILIES.items():
@@ -235,6 +239,10 @@ class Exporter:
         self.names: dict[DevT, str] = {d.devt: d.name for d in self.devices}
         self.errors_total: dict[str, int] = {}
         self._lock = threading.Lock()
+        # label sets by group and (group, device), kept across scrapes: a
+        # group's labels do not change while it lives
+        self._group_labels: dict[tuple[str, str, str, str], str] = {}
+        self._row_labels: dict[tuple[str, DevT], str] = {}
         self._build = _labels(("version", "python"),
                               (__version__, ".".join(map(str, sys.version_info[:3]))))
 
@@ -249,7 +257,7 @@ class Exporter:
             t0 = time.perf_counter()
             sample: Sample | None = None
             try:
-                sample = self.monitor.refresh()
+                sample = self.monitor.refresh(with_rates=False)
                 self._rows(out, self.monitor.rows(unused=False), sample)
             except Exception as e:  # a scrape never fails: count it and serve the rest
                 out = _Out()
@@ -279,41 +287,63 @@ class Exporter:
         for g in groups:
             self.errors_total[g] = self.errors_total.get(g, 0) + 1
 
+    def _labels_of(self, r: Row) -> tuple[str, str]:
+        """The group's label set and the row's (the group's and the device)."""
+        c = r.container
+        group = (r.path, r.name, (c.pod if c else None) or "",
+                 (c.namespace if c else None) or "")
+        glabels = self._group_labels.get(group)
+        if glabels is None:
+            glabels = self._group_labels[group] = _labels(GROUP_LABELS, group)
+        labels = self._row_labels.get((glabels, r.devt))
+        if labels is None:
+            labels = self._row_labels[(glabels, r.devt)] = (
+                f'{glabels},device="{escape(self.device_label(r.devt))}"')
+        return glabels, labels
+
     def _rows(self, out: _Out, rows: list[Row], sample: Sample) -> None:
         add = out.add
+        lines = out.family_lines  # the hot families: one append per series
+        time_, wait = lines("pycgpu_gpu_time_seconds_total"), lines("pycgpu_gpu_wait_seconds_total")
+        mem, mem_max = lines("pycgpu_gpu_memory_bytes"), lines("pycgpu_gpu_memory_max_bytes")
+        peak, hits = (lines("pycgpu_gpu_memory_peak_bytes"),
+                      lines("pycgpu_gpu_memory_limit_hits_total"))
+        weight = lines("pycgpu_gpu_weight")
         seen: set[str] = set()
+        if len(self._row_labels) > 2 * len(rows) + 1024:  # groups come and go
+            self._group_labels.clear()
+            self._row_labels.clear()
         for r in rows:
             c = r.container
-            group = (r.path, r.name, (c.pod if c else None) or "",
-                     (c.namespace if c else None) or "")
-            glabels = _labels(GROUP_LABELS, group)
-            labels = f'{glabels},device="{escape(self.device_label(r.devt))}"'
+            glabels, labels = self._labels_of(r)
             du = r.usage
             if du.gpu_time_ns is not None:
-                add("pycgpu_gpu_time_seconds_total", labels, du.gpu_time_ns / 1e9)
+                time_.append(f"pycgpu_gpu_time_seconds_total{{{labels}}} "
+                             f"{du.gpu_time_ns / 1e9!r}\n")
             if du.wait_ns is not None:
-                add("pycgpu_gpu_wait_seconds_total", labels, du.wait_ns / 1e9)
+                wait.append(f"pycgpu_gpu_wait_seconds_total{{{labels}}} {du.wait_ns / 1e9!r}\n")
             m = du.memory
-            if m.get("current") is not None:
-                add("pycgpu_gpu_memory_bytes", labels, m["current"] or 0)
-            if m.get("max") is not None:
-                add("pycgpu_gpu_memory_max_bytes", labels, m["max"] or 0)
-            if m.get("peak") is not None:
-                add("pycgpu_gpu_memory_peak_bytes", labels, m["peak"] or 0)
-            if m.get("limit_hits") is not None:
-                add("pycgpu_gpu_memory_limit_hits_total", labels, m["limit_hits"] or 0)
+            if m:
+                if (v := m.get("current")) is not None:
+                    mem.append(f"pycgpu_gpu_memory_bytes{{{labels}}} {v}\n")
+                if (v := m.get("max")) is not None:
+                    mem_max.append(f"pycgpu_gpu_memory_max_bytes{{{labels}}} {v}\n")
+                if (v := m.get("peak")) is not None:
+                    peak.append(f"pycgpu_gpu_memory_peak_bytes{{{labels}}} {v}\n")
+                if (v := m.get("limit_hits")) is not None:
+                    hits.append(f"pycgpu_gpu_memory_limit_hits_total{{{labels}}} {v}\n")
             if du.weight is not None:
-                add("pycgpu_gpu_weight", labels, du.weight)
+                weight.append(f"pycgpu_gpu_weight{{{labels}}} {du.weight}\n")
             if du.clients is not None:
                 add("pycgpu_gpu_clients", labels, du.clients)
             for name, e in du.engines.items():
                 add("pycgpu_gpu_engine_busy_seconds_total",
                     f'{labels},engine="{escape(name)}"', e.busy_ns / 1e9)
             for region, kinds in du.regions.items():
-                for kind, v in kinds.items():
+                for kind, n in kinds.items():
                     if kind in REGION_KINDS:
                         add(f"pycgpu_gpu_memory_region_{kind}_bytes",
-                            f'{labels},region="{escape(region)}"', v)
+                            f'{labels},region="{escape(region)}"', n)
             if r.path in seen:
                 continue
             seen.add(r.path)
