@@ -31,13 +31,11 @@ Series are kept to what a fleet needs:
 
 from __future__ import annotations
 
-import socket
 import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -203,14 +201,24 @@ class _Out:
         """The sample lines of family @name, to append to directly."""
         return self.lines.setdefault(name, [])
 
-    def text(self) -> str:
+    def text(self, openmetrics: bool = False) -> str:
+        """The exposition: Prometheus text 0.0.4, or OpenMetrics 1.0.0 (a
+        counter's family is named without its samples' ``_total``; HELP
+        escapes quotes; ``# EOF`` at the end). The sample lines are the same."""
         parts = []
         for name, family in FAMILIES.items():
             lines = self.lines.get(name)
             if not lines:
                 continue
-            parts.append(f"# HELP {name} {family.help}\n# TYPE {name} {family.type}\n")
+            help_ = family.help.replace("\\", "\\\\").replace("\n", "\\n")
+            if openmetrics:
+                if family.type == "counter":
+                    name = name.removesuffix("_total")
+                help_ = help_.replace('"', '\\"')
+            parts.append(f"# HELP {name} {help_}\n# TYPE {name} {family.type}\n")
             parts.extend(lines)
+        if openmetrics:
+            parts.append("# EOF\n")
         return "".join(parts)
 
 
@@ -250,8 +258,8 @@ class Exporter:
         """The render node's name; ``MAJ:MIN`` for a device sysfs did not show."""
         return self.names.get(devt) or str(devt)
 
-    def scrape(self) -> bytes:
-        """The exposition text of one scrape."""
+    def scrape(self, openmetrics: bool = False) -> bytes:
+        """The exposition of one scrape: Prometheus text, or OpenMetrics."""
         with self._lock:
             out = _Out()
             t0 = time.perf_counter()
@@ -281,7 +289,7 @@ class Exporter:
             out.add("pycgpu_exporter_errors", src, len(sample.errors) if sample else 1)
             for cgroup, n in sorted(self.errors_total.items()):
                 out.add("pycgpu_scrape_errors_total", _labels(("cgroup",), (cgroup,)), n)
-            return out.text().encode()
+            return out.text(openmetrics).encode()
 
     def _count(self, groups: list[str]) -> None:
         for g in groups:
@@ -392,44 +400,8 @@ class Exporter:
                     out.add("pycgpu_gpu_engine_max_frequency_hertz", labels, top)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    exporter: Exporter
+# the HTTP side (content negotiation, gzip, HEAD) is in .httpd; serve() is
+# this module's entry point to it
+from .httpd import serve  # noqa: E402
 
-    def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0]
-        if path not in ("/metrics", "/"):
-            self.send_error(404, "try /metrics")
-            return
-        if path == "/":
-            body, ctype = b'<a href="/metrics">/metrics</a>\n', "text/html"
-        else:
-            body, ctype = self.exporter.scrape(), CONTENT_TYPE
-        self.send_response(200)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass  # no line per scrape
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-
-class _Server6(_Server):
-    address_family = socket.AF_INET6
-
-
-def serve(exporter: Exporter, host: str, port: int) -> tuple[ThreadingHTTPServer,
-                                                            threading.Thread]:
-    """Serve @exporter on http://HOST:PORT/metrics from a daemon thread; port
-    0 picks a free port (``server.server_port`` tells which)."""
-    handler = type("Handler", (_Handler,), {"exporter": exporter})
-    server_class = _Server6 if ":" in host else _Server
-    server = server_class((host, port), handler)
-    thread = threading.Thread(target=server.serve_forever, name="pycgpu-exporter",
-                              daemon=True)
-    thread.start()
-    return server, thread
+__all__ = ["FAMILIES", "METRICS", "Exporter", "escape", "serve"]
