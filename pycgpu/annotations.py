@@ -21,7 +21,7 @@ format, to the three knob files only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from . import formats
@@ -70,17 +70,27 @@ _EXAMPLES = {
 _NAMES = Names(WEIGHT, PRIORITY, MEMORY_MAX)
 
 
-def parse(annotations: Mapping[str, object], resolve: DeviceResolver) -> Request:
+def parse(annotations: Mapping[str, object], resolve: DeviceResolver,
+          allowed: Collection[str] = ALLOWED) -> Request:
     """The request in @annotations; keys outside ``pycgpu.io/`` are ignored;
-    @resolve turns a DEV into the render node's number. Raises
-    :class:`AnnotationError` for an unknown ``pycgpu.io/`` key or a value
-    that does not parse."""
+    @resolve turns a DEV into the render node's number; @allowed are the
+    keys this node accepts (a subset of :data:`ALLOWED`: the node's
+    allow-list, :mod:`pycgpu.allowlist`). Raises :class:`AnnotationError`
+    for an unknown ``pycgpu.io/`` key, a known one that is not allowed, or
+    a value that does not parse."""
     ours = {k: v for k, v in annotations.items() if k.startswith(PREFIX)}
     unknown = sorted(k for k in ours if k not in ALLOWED)
     if unknown:
         raise AnnotationError(
             f"annotation {unknown[0]} is not allowed: only {', '.join(ALLOWED)} are "
             "accepted (no other cgroup file is ever written)")
+    refused = sorted(k for k in ours if k not in allowed)
+    if refused:
+        raise AnnotationError(
+            f"annotation {refused[0]} is not on this node's allow-list ("
+            + (", ".join(k for k in ALLOWED if k in allowed) or "nothing")
+            + " allowed; the node's administrator sets it: /etc/pycgpu/annotations.allow "
+            "or the hook's --allow)")
     request = Request(keys=sorted(ours))
     for key, value in ours.items():
         if not isinstance(value, str):

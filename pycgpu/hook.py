@@ -30,7 +30,7 @@ which makes the runtime abort the container. A container without
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -187,13 +187,16 @@ def run(
     mount: Callable[[], Path],
     proc_root: Path = Path("/proc"),
     image_host: Callable[[], Any] | None = None,
+    allowed: Collection[str] | None = None,
 ) -> Outcome:
     """Run the hook on the state @text. @resolve turns a DEV of the knob
     annotations into its render node's number
     (:data:`pycgpu.knobs.DeviceResolver`), @mount gives the cgroup2 mount
     (asked only when there is something to set), @image_host the host's
-    :class:`pycgpu.imagecheck.Host` (asked only for an image check).
-    Raises :class:`HookError` subclasses; nothing is changed then."""
+    :class:`pycgpu.imagecheck.Host` (asked only for an image check),
+    @allowed the annotation keys the node allows (default
+    :data:`pycgpu.allowlist.DEFAULT`: no priority). Raises
+    :class:`HookError` subclasses; nothing is changed then."""
     from . import imagecheck, knobs, kubepods
 
     state = State.parse(text)
@@ -208,8 +211,12 @@ def run(
     if annotations is None:
         found = config().get("annotations", {})
         annotations = found if isinstance(found, dict) else {}
+    if allowed is None:
+        from .allowlist import DEFAULT
+
+        allowed = DEFAULT
     try:
-        request = ann.parse(annotations, resolve)
+        request = ann.parse(annotations, resolve, allowed)
     except ann.AnnotationError as e:
         raise BadInput(f"container {state.id}: {e}") from None
     outcome = Outcome(request)

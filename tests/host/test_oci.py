@@ -205,8 +205,11 @@ def test_patch_hook_mode_carries_knobs_in_annotations(bundle, cli):
         "pycgpu.io/gpu.memory.max": "226:128=1073741824,226:129=536870912",
         "pycgpu.io/image-check": "enforce",
     }
+    # the bundle's author set a priority: its hook entry allows it (a node's
+    # allow-list leaves priority off by default)
     assert doc["hooks"] == {"createRuntime": [
-        {"path": "/usr/local/bin/pycgpu", "args": ["pycgpu", "oci", "hook"]}]}
+        {"path": "/usr/local/bin/pycgpu",
+         "args": ["pycgpu", "oci", "hook", "--allow", "pycgpu.io/gpu.priority"]}]}
     assert "unified" not in doc["linux"]["resources"]
     # what the hook will read back
     from pycgpu.commands.common import State
