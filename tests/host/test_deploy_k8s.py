@@ -92,7 +92,7 @@ def test_kinds_and_required_fields(manifests):
     assert spec["automountServiceAccountToken"] is False  # RBAC-free
     assert "serviceAccountName" not in spec
     names = {v["name"] for v in spec["volumes"]}
-    for c in spec["containers"] + spec["initContainers"]:
+    for c in spec["containers"] + spec.get("initContainers", []):
         assert c["image"] == IMAGE, c["name"]
         assert c["command"][0] == "pycgpu"
         for m in c.get("volumeMounts", []):
@@ -111,13 +111,17 @@ def test_device_plugin_command(manifests):
     assert option(ctx, "resource_name") == RESOURCE
 
 
-def test_cdi_spec_command(manifests):
-    ctr = container(manifests, "cdi-spec")
+def test_the_device_plugin_writes_the_cdi_spec(manifests):
+    """The plugin writes the spec (again when GPUs come and go) into the
+    host's /etc/cdi, with the hook at the host path the docs install to."""
+    ctr = container(manifests, "device-plugin")
     ctx = parse_cli(ctr["command"])[-1]
-    assert ctx.command.name == "generate" and ctx.parent.command.name == "cdi"
-    assert option(ctx, "use_hook") is True
-    assert host_path_of(manifests, ctr, option(ctx, "output")).startswith("/etc/cdi/")
-    assert option(ctx, "hook_path").startswith("/")  # a path on the host
+    assert host_path_of(manifests, ctr, str(option(ctx, "cdi_spec"))).startswith("/etc/cdi/")
+    hook = option(ctx, "cdi_hook_path")
+    assert hook == "/opt/pycgpu/bin/pycgpu"
+    assert f"`{hook}`" in (ROOT / "docs" / "kubernetes.md").read_text()
+    assert hook in (ROOT / "README.md").read_text()
+    assert "initContainers" not in pod_spec(manifests)  # one writer of the spec
 
 
 def test_exporter_command_service_and_scrape(manifests):
