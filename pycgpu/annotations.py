@@ -10,6 +10,8 @@ CLI options, comma-separated when there are several:
 - ``pycgpu.io/gpu.priority``: ``-10``
 - ``pycgpu.io/gpu.memory.max``: ``renderD128=2G,renderD129=max``
 - ``pycgpu.io/image-check``: ``enforce``, ``warn`` or ``off``
+- ``pycgpu.io/share-ids``: ``renderD128-s0,renderD128-s1``, set by the device
+  plugin: not a knob, recorded on the cgroup for the exporter's pod labels
 
 Only these keys are accepted under the ``pycgpu.io/`` prefix: any other
 ``pycgpu.io/`` key makes the whole request invalid (fail closed). CRI-O's
@@ -21,6 +23,7 @@ format, to the three knob files only.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
@@ -32,8 +35,12 @@ WEIGHT = PREFIX + "gpu.weight"
 PRIORITY = PREFIX + "gpu.priority"
 MEMORY_MAX = PREFIX + "gpu.memory.max"
 IMAGE_CHECK = PREFIX + "image-check"
+# the device plugin's share IDs of the container (renderD128-s3,...): no knob;
+# the hook records them on the cgroup for the exporter's pod labels
+SHARE_IDS = PREFIX + "share-ids"
 KNOBS = (WEIGHT, PRIORITY, MEMORY_MAX)
-ALLOWED = (*KNOBS, IMAGE_CHECK)
+ALLOWED = (*KNOBS, IMAGE_CHECK, SHARE_IDS)
+_SHARE_ID = re.compile(r"renderD[0-9]{1,6}-s[0-9]{1,3}")
 ENFORCE, WARN, OFF = "enforce", "warn", "off"
 IMAGE_CHECK_MODES = (ENFORCE, WARN, OFF)
 
@@ -48,6 +55,7 @@ class Request:
     settings: Settings = field(default_factory=Settings)
     image_check: str = OFF
     keys: list[str] = field(default_factory=list)
+    share_ids: tuple[str, ...] = ()
 
     def is_empty(self) -> bool:
         return self.settings.is_empty() and self.image_check == OFF
@@ -62,6 +70,7 @@ def _values(key: str, value: str) -> tuple[str, ...]:
 
 
 _EXAMPLES = {
+    SHARE_IDS: "'renderD128-s0,renderD128-s1'",
     WEIGHT: "'300' or 'renderD128=50'",
     PRIORITY: "'-10'",
     MEMORY_MAX: "'renderD128=2G' or 'renderD128=2G,renderD129=512M'",
@@ -101,6 +110,13 @@ def parse(annotations: Mapping[str, object], resolve: DeviceResolver,
             raise AnnotationError(f"annotation {IMAGE_CHECK}={mode!r}: give "
                                   + ", ".join(IMAGE_CHECK_MODES))
         request.image_check = mode
+    if SHARE_IDS in ours:
+        ids = _values(SHARE_IDS, str(ours[SHARE_IDS]))
+        bad = [i for i in ids if not _SHARE_ID.fullmatch(i)]
+        if bad:
+            raise AnnotationError(f"annotation {SHARE_IDS}: {formats.shown(bad[0])} is not a "
+                                  "share ID (renderDN-sK)")
+        request.share_ids = ids
     parts: list[Settings] = []
     for key in KNOBS:
         if key not in ours:

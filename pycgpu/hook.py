@@ -235,7 +235,7 @@ def run(
                 raise ImageMismatch(f"container {state.id}: image check failed: "
                                     f"{imagecheck.summary(report)} (fix: "
                                     f"{report.mismatches()[0].fix})")
-            outcome.warnings += [f.message for f in report.mismatches()]
+            outcome.warnings += [f"image check: {f.message}" for f in report.mismatches()]
 
     if request.settings.is_empty():
         return outcome
@@ -256,6 +256,14 @@ def run(
     except CgroupError as e:
         raise Refused(f"container {state.id}: {e.strerror or e}") from None
     outcome.writes = plan.steps()
+    if request.share_ids:
+        from .k8s.podresources import record_share_ids
+
+        try:
+            record_share_ids(cg.path, request.share_ids)
+        except OSError as e:  # labels only: the knobs are set
+            outcome.warnings.append(f"cannot record the share IDs on {cg.path} for the "
+                                    f"exporter's pod labels: {e.strerror or e}")
     outcome.pod_weights = [f"{anc.name}: " + ", ".join(total.format().splitlines())
                            for anc, total in pods]
     return outcome

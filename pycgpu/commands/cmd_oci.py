@@ -405,4 +405,4 @@ def hook(state: State, allow: tuple[str, ...], allow_list: Path, proc_root: Path
     except hookmod.Refused as e:
         raise Refused(f"pycgpu oci hook: {e}") from None
     for warning in outcome.warnings:
-        click.echo(f"pycgpu oci hook: warning: image check: {warning}", err=True)
+        click.echo(f"pycgpu oci hook: warning: {warning}", err=True)

@@ -15,10 +15,14 @@ Series are kept to what a fleet needs:
   container info) exist only for groups that used a device;
 - labels ``cgroup`` (path from the cgroup root), ``container`` (name, else
   short ID, unit name or last path component), ``pod`` (the pod *name*, or
-  empty when unknown), ``namespace``, and ``device``: the render node's name
-  (``renderD128``), stable across reboots, unlike ``MAJ:MIN``; the device's
-  ``maj_min``, ``pci`` address and ``driver`` are on
-  ``pycgpu_gpu_device_info``, the pod UID, runtime, full ID and QoS class on
+  empty when unknown), ``namespace`` (under Kubernetes from the kubelet's
+  PodResources API when its socket is mounted: :class:`PodLabels`), and
+  ``device``: the render node's name (``renderD128``), what people and
+  dashboards call the GPU; it is no more stable than ``MAJ:MIN`` (the minor
+  is 128 + the DRM minor index, given in probe order: the same number), and
+  the device's ``pci`` address, stable across reboots for a GPU in the same
+  slot, is on ``pycgpu_gpu_device_info`` with ``maj_min`` and ``driver``;
+  the pod UID, runtime, full ID and QoS class are on
   ``pycgpu_container_info``;
 - every family can be summed over its labels (fdinfo memory per region has
   one family per kind, not a ``kind`` label);
@@ -34,10 +38,10 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .. import __version__
 from ..formats import DevT
@@ -233,14 +237,42 @@ def _memory_total(sysfs: Path, device: Device) -> int | None:
     return None
 
 
+class Owner(Protocol):
+    """A container's names (:class:`pycgpu.k8s.podresources.Owner`)."""
+
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def pod(self) -> str: ...
+
+    @property
+    def container(self) -> str: ...
+
+
+class PodLabels(Protocol):
+    """Where pod, namespace and container names come from when the cgroup
+    path and the runtime's state do not give them (Kubernetes: the kubelet's
+    PodResources API, :class:`pycgpu.k8s.podresources.Labels`)."""
+
+    def refresh(self, paths: Iterable[str]) -> None:
+        """Called once per scrape with the cgroup paths it serves."""
+
+    def owner(self, path: str) -> Owner | None:
+        """The container of cgroup @path, if known."""
+
+
 class Exporter:
     """Reads @monitor at every :meth:`scrape`. Scrapes are serialised: the
-    fdinfo source keeps state between samples."""
+    fdinfo source keeps state between samples. With @pod_labels, a group's
+    pod, namespace and container labels come from there when it knows the
+    group."""
 
     def __init__(self, monitor: Monitor, devices: list[Device] | None = None,
                  log: Callable[[str], None] | None = None,
-                 sysfs: Path | None = None) -> None:
+                 sysfs: Path | None = None, pod_labels: PodLabels | None = None) -> None:
         self.monitor = monitor
+        self.pod_labels = pod_labels
         self.devices = list(devices or [])
         self.log = log
         self.sysfs = sysfs
@@ -266,7 +298,10 @@ class Exporter:
             sample: Sample | None = None
             try:
                 sample = self.monitor.refresh(with_rates=False)
-                self._rows(out, self.monitor.rows(unused=False), sample)
+                rows = self.monitor.rows(unused=False)
+                if self.pod_labels is not None:
+                    self.pod_labels.refresh(dict.fromkeys(r.path for r in rows))
+                self._rows(out, rows, sample)
             except Exception as e:  # a scrape never fails: count it and serve the rest
                 out = _Out()
                 self._count([""])
@@ -298,8 +333,12 @@ class Exporter:
     def _labels_of(self, r: Row) -> tuple[str, str]:
         """The group's label set and the row's (the group's and the device)."""
         c = r.container
-        group = (r.path, r.name, (c.pod if c else None) or "",
-                 (c.namespace if c else None) or "")
+        owner = self.pod_labels.owner(r.path) if self.pod_labels is not None else None
+        if owner is not None:
+            group = (r.path, owner.container, owner.pod, owner.namespace)
+        else:
+            group = (r.path, r.name, (c.pod if c else None) or "",
+                     (c.namespace if c else None) or "")
         glabels = self._group_labels.get(group)
         if glabels is None:
             glabels = self._group_labels[group] = _labels(GROUP_LABELS, group)

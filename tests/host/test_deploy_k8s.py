@@ -142,6 +142,17 @@ def test_exporter_command_service_and_scrape(manifests):
     assert notes["prometheus.io/path"] == "/metrics"
 
 
+def test_the_exporter_gets_the_kubelets_pod_resources(manifests):
+    """The PodResources socket the exporter asks (its default path) is the
+    kubelet's, mounted read-only."""
+    ctr = container(manifests, "exporter")
+    ctx = parse_cli(ctr["command"])[-1]
+    socket = str(option(ctx, "pod_resources"))
+    assert host_path_of(manifests, ctr, socket) == "/var/lib/kubelet/pod-resources/kubelet.sock"
+    (mount,) = [m for m in ctr["volumeMounts"] if socket.startswith(m["mountPath"] + "/")]
+    assert mount["readOnly"] is True
+
+
 def test_sample_pod_asks_for_shares(manifests):
     (ctr,) = manifests["Pod"]["spec"]["containers"]
     limits = ctr["resources"]["limits"]

@@ -43,7 +43,7 @@ def ctr(cli, tmp_path):
     cli.env["PYCGPU_PROC_ROOT"] = str(proc)
     # a node that allows every knob (the allow-list's own tests are below)
     allow = tmp_path / "annotations.allow"
-    allow.write_text("gpu.weight\ngpu.priority\ngpu.memory.max\nimage-check\n")
+    allow.write_text("gpu.weight\ngpu.priority\ngpu.memory.max\nimage-check\nshare-ids\n")
     allow.chmod(0o644)
     cli.env["PYCGPU_ALLOW_LIST"] = str(allow)
     return bundle
@@ -127,7 +127,8 @@ def test_keys_outside_the_allow_list_refuse_the_container(cli, ctr, key):
     assert r.output.strip() == (
         f"Error: pycgpu oci hook: container c1: annotation {key} is not allowed: only "
         "pycgpu.io/gpu.weight, pycgpu.io/gpu.priority, pycgpu.io/gpu.memory.max, "
-        "pycgpu.io/image-check are accepted (no other cgroup file is ever written)")
+        "pycgpu.io/image-check, pycgpu.io/share-ids are accepted (no other cgroup file is ever "
+        "written)")
     assert cli.fake.log == []
     assert cli.fake.snapshot() == before
 
@@ -392,3 +393,15 @@ def test_a_symlinked_allow_list_is_not_followed(cli, ctr, tmp_path):
     cli.env["PYCGPU_ALLOW_LIST"] = str(link)
     r = hook(cli, state(ctr, {"pycgpu.io/gpu.priority": "5"}), code=1)
     assert "cannot open the allow-list" in r.output
+
+
+def test_the_hook_records_the_share_ids(cli, ctr):
+    """The device plugin's share IDs go on the container's cgroup, for the
+    exporter's pod labels (pycgpu.k8s.podresources); a bad one refuses."""
+    from pycgpu.k8s.podresources import share_ids_of
+
+    hook(cli, state(ctr, {"pycgpu.io/gpu.weight": "renderD128=300",
+                          "pycgpu.io/share-ids": "renderD128-s0,renderD128-s1"}))
+    assert share_ids_of(cli.fake.root / SCOPE) == ("renderD128-s0", "renderD128-s1")
+    r = hook(cli, state(ctr, {"pycgpu.io/share-ids": "renderD128-s0,../x"}), code=2)
+    assert "'../x' is not a share ID (renderDN-sK)" in r.output
