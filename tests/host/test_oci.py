@@ -606,6 +606,24 @@ def test_unpatch_removes_every_pycgpu_edit(cli, bundle):
     assert oci_errors(after) == []
 
 
+def test_a_hook_entry_with_allow_options_is_pycgpus(cli, bundle):
+    """--priority puts --allow after `oci hook`: patching again replaces that
+    entry (one hook), and unpatch removes it."""
+    cli("oci", "patch", str(bundle), "--hook", "--hook-path", "/usr/bin/pycgpu",
+        "--priority", "-3")
+    cli("oci", "patch", str(bundle), "--hook", "--hook-path", "/usr/bin/pycgpu",
+        "--weight", "200")
+    _, _, hooks = knobs_of(load(bundle / "config.json"))
+    assert [h["args"] for h in hooks] == [["pycgpu", "oci", "hook"]]
+    cli("oci", "patch", str(bundle), "--hook", "--hook-path", "/usr/bin/pycgpu",
+        "--priority", "-3")
+    _, _, hooks = knobs_of(load(bundle / "config.json"))
+    assert [h["args"] for h in hooks] == [
+        ["pycgpu", "oci", "hook", "--allow", "pycgpu.io/gpu.priority"]]
+    cli("oci", "unpatch", str(bundle))
+    assert knobs_of(load(bundle / "config.json"))[2] == []
+
+
 def test_unpatch_keep_devices(cli, bundle, dev_root):
     cli("oci", "patch", str(bundle), "--device", "renderD128", "--weight", "300")
     cli("oci", "unpatch", str(bundle), "--keep-devices")
