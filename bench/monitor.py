@@ -173,6 +173,19 @@ def spawn_sleepers(n: int, node: Path | None, budget_s: float,
     return clients, spawned
 
 
+def at_procs(base_ms: float, measured_ms: float, spawned: int) -> float:
+    """The figure at PROCS extra processes: measured when all were spawned,
+    else linear in processes (baseline + per-process cost x PROCS)."""
+    if spawned >= PROCS:
+        return measured_ms
+    return base_ms + (measured_ms - base_ms) * PROCS / max(spawned, 1)
+
+
+def spawn_report(spawned: int, seconds: float, stopped_by: str) -> str:
+    return (f"bench-monitor: spawned {spawned} of {PROCS} processes in {seconds:.0f} s, "
+            f"stopped by {stopped_by}; the 10k figures are extrapolated")
+
+
 def naive_fdinfo_scan() -> int:
     """What a monitor written around psutil does: one Process per pid,
     pathlib for every fd, stat, read."""
@@ -252,14 +265,11 @@ def main() -> int:
     if node is not None:
         assert found >= clients, f"the scan found {found} DRM clients, expected {clients}"
     extrapolated = spawned < PROCS
-    if extrapolated:  # linear in processes: baseline + per-process cost x 10,000
-        fdinfo_ms = base_ms + (scan_ms - base_ms) * PROCS / max(spawned, 1)
-        psutil_ms = base_psutil_ms + (naive_ms_k - base_psutil_ms) * PROCS / max(spawned, 1)
-        why = spawn.stopped_by or f"memory for {procs} processes only"
-        print(f"bench-monitor: spawned {spawned} of {PROCS} processes in {spawn_s:.0f} s, "
-              f"stopped by {why}; the 10k figures are extrapolated")
-    else:
-        fdinfo_ms, psutil_ms = scan_ms, naive_ms_k
+    fdinfo_ms = at_procs(base_ms, scan_ms, spawned)
+    psutil_ms = at_procs(base_psutil_ms, naive_ms_k, spawned)
+    if extrapolated:
+        print(spawn_report(spawned, spawn_s, spawn.stopped_by
+                           or f"memory for {procs} processes only"))
 
     rows = [
         (f"kernel source, one refresh ({len(containers)} containers, {groups} groups)",

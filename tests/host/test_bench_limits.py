@@ -14,7 +14,7 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
-def _run(soft: int, hard: int, body: str) -> dict[str, object]:
+def _run(soft: int, hard: int, body: str, out: list[str] | None = None) -> dict[str, object]:
     script = textwrap.dedent(f"""
         import json, resource, sys
         resource.setrlimit(resource.RLIMIT_NOFILE, ({soft}, {hard}))
@@ -23,11 +23,14 @@ def _run(soft: int, hard: int, body: str) -> dict[str, object]:
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
-    out: dict[str, object] = json.loads(proc.stdout.splitlines()[-1])
-    return out
+    if out is not None:
+        out += proc.stdout.splitlines()
+    result: dict[str, object] = json.loads(proc.stdout.splitlines()[-1])
+    return result
 
 
 def test_spawning_stops_at_the_open_files_limit_and_reports() -> None:
+    lines: list[str] = []
     out = _run(64, 64, """
         import monitor
         sleepers = monitor.Sleepers()
@@ -36,14 +39,21 @@ def test_spawning_stops_at_the_open_files_limit_and_reports() -> None:
             alive = len(sleepers)
         finally:
             sleepers.reap()
+        print(monitor.spawn_report(alive, spawned.seconds, spawned.stopped_by))
         print(json.dumps({"started": spawned.started, "alive": alive,
-                          "stopped_by": spawned.stopped_by, "left": len(sleepers)}))
-    """)
+                          "stopped_by": spawned.stopped_by, "left": len(sleepers),
+                          "at_10k": monitor.at_procs(10.0, 20.0, alive)}))
+    """, lines)
     assert 0 < int(out["started"]) < 64  # type: ignore[call-overload]
     assert out["alive"] == out["started"]
     assert str(out["stopped_by"]).startswith("EMFILE"), out
     assert "RLIMIT_NOFILE 64" in str(out["stopped_by"])
     assert out["left"] == 0
+    # the report names the limit, and the 10k figure is extrapolated from what ran
+    (report,) = [line for line in lines if line.startswith("bench-monitor:")]
+    assert f"spawned {out['alive']} of 10000 processes" in report
+    assert "stopped by EMFILE" in report and "extrapolated" in report
+    assert out["at_10k"] == 10.0 + 10.0 * 10000 / int(out["alive"])  # type: ignore[call-overload]
 
 
 def test_the_benchmarks_raise_the_soft_limit_to_the_hard_limit() -> None:
