@@ -10,8 +10,7 @@ tell who wrote them. So the knobs it applies are those on the allow-list:
    comments; it must be a regular file owned by root (or by the user the
    hook runs as) and writable by its owner only, else the hook refuses every
    container that asks for a knob; without the file, :data:`DEFAULT`:
-   ``gpu.weight``, ``gpu.memory.max``, ``image-check`` and ``share-ids``
-   (the device plugin's share IDs, a label source, no knob). ``gpu.priority``
+   ``gpu.weight``, ``gpu.memory.max`` and ``image-check``. ``gpu.priority``
    is off by default: a strict priority lets one container take a GPU from
    every other, so a node allows it on purpose;
 2. plus the keys of the hook's own arguments, ``pycgpu oci hook --allow
@@ -20,7 +19,8 @@ tell who wrote them. So the knobs it applies are those on the allow-list:
    run any command as root anyway; pods cannot add hook entries.
 
 An annotation outside the allow-list refuses the container (fail closed):
-nothing is applied.
+nothing is applied. ``pycgpu.io/share-ids`` (the device plugin's share IDs,
+recorded for the exporter's pod labels) sets no knob and is always accepted.
 """
 
 from __future__ import annotations
@@ -33,8 +33,7 @@ from pathlib import Path
 from . import annotations as ann
 
 NODE_FILE = Path("/etc/pycgpu/annotations.allow")
-DEFAULT: frozenset[str] = frozenset({ann.WEIGHT, ann.MEMORY_MAX, ann.IMAGE_CHECK,
-                                     ann.SHARE_IDS})
+DEFAULT: frozenset[str] = frozenset({ann.WEIGHT, ann.MEMORY_MAX, ann.IMAGE_CHECK})
 
 
 class AllowListError(ValueError):

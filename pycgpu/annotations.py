@@ -93,11 +93,12 @@ def parse(annotations: Mapping[str, object], resolve: DeviceResolver,
         raise AnnotationError(
             f"annotation {unknown[0]} is not allowed: only {', '.join(ALLOWED)} are "
             "accepted (no other cgroup file is ever written)")
-    refused = sorted(k for k in ours if k not in allowed)
+    # share-ids sets no knob (a label source): never subject to the allow-list
+    refused = sorted(k for k in ours if k not in allowed and k != SHARE_IDS)
     if refused:
         raise AnnotationError(
             f"annotation {refused[0]} is not on this node's allow-list ("
-            + (", ".join(k for k in ALLOWED if k in allowed) or "nothing")
+            + (", ".join(k for k in ALLOWED if k in allowed and k != SHARE_IDS) or "nothing")
             + " allowed; the node's administrator sets it: /etc/pycgpu/annotations.allow "
             "or the hook's --allow)")
     request = Request(keys=sorted(ours))

@@ -43,7 +43,7 @@ def ctr(cli, tmp_path):
     cli.env["PYCGPU_PROC_ROOT"] = str(proc)
     # a node that allows every knob (the allow-list's own tests are below)
     allow = tmp_path / "annotations.allow"
-    allow.write_text("gpu.weight\ngpu.priority\ngpu.memory.max\nimage-check\nshare-ids\n")
+    allow.write_text("gpu.weight\ngpu.priority\ngpu.memory.max\nimage-check\n")
     allow.chmod(0o644)
     cli.env["PYCGPU_ALLOW_LIST"] = str(allow)
     return bundle
@@ -405,3 +405,11 @@ def test_the_hook_records_the_share_ids(cli, ctr):
     assert share_ids_of(cli.fake.root / SCOPE) == ("renderD128-s0", "renderD128-s1")
     r = hook(cli, state(ctr, {"pycgpu.io/share-ids": "renderD128-s0,../x"}), code=2)
     assert "'../x' is not a share ID (renderDN-sK)" in r.output
+    # no knob: a node's allow-list that does not name it still accepts it
+    allow = cli.fake.root.parent / "weights.allow"
+    allow.write_text("gpu.weight\n")
+    allow.chmod(0o644)
+    cli.env["PYCGPU_ALLOW_LIST"] = str(allow)
+    hook(cli, state(ctr, {"pycgpu.io/gpu.weight": "renderD128=200",
+                          "pycgpu.io/share-ids": "renderD128-s4"}))
+    assert share_ids_of(cli.fake.root / SCOPE) == ("renderD128-s4",)
