@@ -41,11 +41,11 @@ test-debug: setup ## VM tier plus fuzz, stress and fault injection on the debug 
 	PYCGPU_FLAVOUR=debug PYCGPU_VM_TIMEOUT=5400 $(VM) "$(PYTEST_VM) -m 'not i915' $(TESTS)"
 
 lint: venv ## ruff and mypy --strict on the Python code
-	.venv/bin/ruff check pycgpu tests tools bench
+	.venv/bin/ruff check pycgpu tests tools bench setup.py
 	.venv/bin/mypy --strict pycgpu
 
 mutation: venv ## mutation score of the monitoring layer's tests (mutmut, host only, about 30 minutes)
-	.venv/bin/pip install -q -e '.[test,mutation]'
+	.venv/bin/pip install -q -e '.[test,k8s,mutation]'
 	$(PY) tools/mutation.py
 
 checkpatch: setup ## scripts/checkpatch.pl --strict on the series

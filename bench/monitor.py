@@ -13,9 +13,12 @@ render node open, two of them sharing one DRM client), beside a naive
 psutil-per-process loop (process_iter, pathlib per fd, stat, read).
 
 Spawning is slow under emulation (TCG): past BENCH_MONITOR_SPAWN_S seconds
-(default 300) it stops, and the 10k figures are extrapolated linearly from
-the scan with no extra processes and the scan with those spawned
-("extrapolated": true, the measured figures beside them).
+(default 300) it stops; it stops as well at a resource limit (open files:
+each sleeper is held by a pidfd; processes; memory), after raising
+RLIMIT_NOFILE to its hard limit (bench/limits.py). Then the 10k figures are
+extrapolated linearly from the scan with no extra processes and the scan
+with those spawned ("extrapolated": true, "spawn_stopped_by" says why, the
+measured figures beside them).
 
 Every process and cgroup it makes is removed at the end. Writes
 bench/results/monitor.json. BENCH_MONITOR_PROCS and BENCH_MONITOR_RUNS
@@ -34,6 +37,7 @@ import uuid
 from pathlib import Path
 
 from common import median, save, table  # first: it puts tests/ on sys.path
+from limits import Spawned, raise_nofile, spawn_until
 
 from pycgpu.cgroup import Cgroup, find_mount
 from pycgpu.formats import FormatError
@@ -110,14 +114,50 @@ def naive_kernel_refresh(mount: Path) -> int:
 # the fdinfo source -------------------------------------------------------------------------
 
 
+class Sleepers:
+    """The sleeping processes of the fdinfo figure, each held by a pidfd:
+    :meth:`reap` signals through it, so a PID reused after a sleeper died
+    early is never signalled. A pidfd is a file descriptor: 10,000 of them
+    need RLIMIT_NOFILE raised (bench/limits.py), and where the hard limit is
+    lower, spawning stops there (EMFILE) and the figures are extrapolated."""
+
+    def __init__(self) -> None:
+        self.procs: list[tuple[int, int]] = []  # (pid, pidfd)
+
+    def __len__(self) -> int:
+        return len(self.procs)
+
+    def spawn(self, actions: list[tuple] | None = None) -> None:
+        pid = os.posix_spawn(SLEEP, ["sleep", "600"], {"PATH": "/usr/bin:/bin"},
+                             file_actions=actions or [])
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise
+        self.procs.append((pid, fd))
+
+    def reap(self) -> None:
+        for _, fd in self.procs:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+        for pid, fd in self.procs:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+            os.close(fd)
+        self.procs.clear()
+
+
 def spawn_sleepers(n: int, node: Path | None, budget_s: float,
-                   pids: list[int]) -> int:
-    """Up to @n sleeping processes (appended to @pids as they start, so the
+                   sleepers: Sleepers) -> tuple[int, Spawned]:
+    """Up to @n sleeping processes (kept in @sleepers as they start, so the
     caller can reap them whatever happens), HOLDERS (+1 sharing) of them with
     @node open, stopping early when @budget_s is spent (an emulated VM spawns
-    slowly). Returns the number of distinct DRM clients among them."""
+    slowly) or a limit is reached (open files, processes, memory: see
+    bench/limits.py). Returns the number of distinct DRM clients among them
+    and what the spawning loop did."""
     clients = 0
-    env = {"PATH": "/usr/bin:/bin"}
     if node is not None:
         from simgpu import SimGpu
 
@@ -127,25 +167,23 @@ def spawn_sleepers(n: int, node: Path | None, budget_s: float,
                 actions = [(os.POSIX_SPAWN_DUP2, gpu.fd, 3)]
                 copies = 2 if i == 0 else 1  # the first client is shared by two
                 for _ in range(copies):
-                    pids.append(os.posix_spawn(SLEEP, ["sleep", "600"], env,
-                                               file_actions=actions))
+                    sleepers.spawn(actions)
             clients += 1
-    t0 = time.monotonic()
-    while len(pids) < n:
-        for _ in range(min(100, n - len(pids))):
-            pids.append(os.posix_spawn(SLEEP, ["sleep", "600"], env))
-        if time.monotonic() - t0 > budget_s:
-            break
-    return clients
+    spawned = spawn_until(n - len(sleepers), sleepers.spawn, budget_s)
+    return clients, spawned
 
 
-def reap(pids: list[int]) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    for pid in pids:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, 0)
+def at_procs(base_ms: float, measured_ms: float, spawned: int) -> float:
+    """The figure at PROCS extra processes: measured when all were spawned,
+    else linear in processes (baseline + per-process cost x PROCS)."""
+    if spawned >= PROCS:
+        return measured_ms
+    return base_ms + (measured_ms - base_ms) * PROCS / max(spawned, 1)
+
+
+def spawn_report(spawned: int, seconds: float, stopped_by: str) -> str:
+    return (f"bench-monitor: spawned {spawned} of {PROCS} processes in {seconds:.0f} s, "
+            f"stopped by {stopped_by}; the 10k figures are extrapolated")
 
 
 def naive_fdinfo_scan() -> int:
@@ -183,6 +221,7 @@ def mem_available_kib() -> int:
 
 
 def main() -> int:
+    nofile = raise_nofile()
     mount = find_mount()
     top = Cgroup(mount, f"pycgpu-bench-{uuid.uuid4().hex[:6]}")
     try:
@@ -211,28 +250,26 @@ def main() -> int:
     fd_src = FdinfoSource()
     base_ms, _, _ = timed_ms(fd_src.sample)
     base_psutil_ms, _, _ = timed_ms(naive_fdinfo_scan)
-    pids: list[int] = []
+    sleepers = Sleepers()
     try:
         t0 = time.perf_counter()
-        clients = spawn_sleepers(procs, node, SPAWN_BUDGET_S, pids)
+        clients, spawn = spawn_sleepers(procs, node, SPAWN_BUDGET_S, sleepers)
         spawn_s = time.perf_counter() - t0
+        spawned = len(sleepers)
         total = sum(1 for n in os.listdir("/proc") if n.isdigit())
         scan_ms, fdinfo_runs, s = timed_ms(fd_src.sample)
         found = sum(du.clients or 0 for g in s.groups.values() for du in g.devices.values())
         naive_ms_k, psutil_runs, psutil_found = timed_ms(naive_fdinfo_scan)
     finally:
-        reap(pids)
+        sleepers.reap()
     if node is not None:
         assert found >= clients, f"the scan found {found} DRM clients, expected {clients}"
-    spawned = len(pids)
     extrapolated = spawned < PROCS
-    if extrapolated:  # linear in processes: baseline + per-process cost x 10,000
-        fdinfo_ms = base_ms + (scan_ms - base_ms) * PROCS / spawned
-        psutil_ms = base_psutil_ms + (naive_ms_k - base_psutil_ms) * PROCS / spawned
-        print(f"bench-monitor: spawned {spawned} of {PROCS} processes in {spawn_s:.0f} s "
-              f"(budget {SPAWN_BUDGET_S:.0f} s); the 10k figures are extrapolated")
-    else:
-        fdinfo_ms, psutil_ms = scan_ms, naive_ms_k
+    fdinfo_ms = at_procs(base_ms, scan_ms, spawned)
+    psutil_ms = at_procs(base_psutil_ms, naive_ms_k, spawned)
+    if extrapolated:
+        print(spawn_report(spawned, spawn_s, spawn.stopped_by
+                           or f"memory for {procs} processes only"))
 
     rows = [
         (f"kernel source, one refresh ({len(containers)} containers, {groups} groups)",
@@ -263,6 +300,8 @@ def main() -> int:
         "naive_groups_read": naive_groups,
         "processes_spawned": spawned,
         "extrapolated": extrapolated,
+        "spawn_stopped_by": spawn.stopped_by,
+        "open_files_limit": list(nofile),
         "fdinfo_scan_measured_ms": round(scan_ms, 1),
         "psutil_scan_measured_ms": round(naive_ms_k, 1),
         "fdinfo_scan_baseline_ms": round(base_ms, 1),

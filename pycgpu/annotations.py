@@ -10,6 +10,8 @@ CLI options, comma-separated when there are several:
 - ``pycgpu.io/gpu.priority``: ``-10``
 - ``pycgpu.io/gpu.memory.max``: ``renderD128=2G,renderD129=max``
 - ``pycgpu.io/image-check``: ``enforce``, ``warn`` or ``off``
+- ``pycgpu.io/share-ids``: ``renderD128-s0,renderD128-s1``, set by the device
+  plugin: not a knob, recorded on the cgroup for the exporter's pod labels
 
 Only these keys are accepted under the ``pycgpu.io/`` prefix: any other
 ``pycgpu.io/`` key makes the whole request invalid (fail closed). CRI-O's
@@ -21,7 +23,8 @@ format, to the three knob files only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from . import formats
@@ -32,8 +35,12 @@ WEIGHT = PREFIX + "gpu.weight"
 PRIORITY = PREFIX + "gpu.priority"
 MEMORY_MAX = PREFIX + "gpu.memory.max"
 IMAGE_CHECK = PREFIX + "image-check"
+# the device plugin's share IDs of the container (renderD128-s3,...): no knob;
+# the hook records them on the cgroup for the exporter's pod labels
+SHARE_IDS = PREFIX + "share-ids"
 KNOBS = (WEIGHT, PRIORITY, MEMORY_MAX)
-ALLOWED = (*KNOBS, IMAGE_CHECK)
+ALLOWED = (*KNOBS, IMAGE_CHECK, SHARE_IDS)
+_SHARE_ID = re.compile(r"renderD[0-9]{1,6}-s[0-9]{1,3}")
 ENFORCE, WARN, OFF = "enforce", "warn", "off"
 IMAGE_CHECK_MODES = (ENFORCE, WARN, OFF)
 
@@ -48,6 +55,7 @@ class Request:
     settings: Settings = field(default_factory=Settings)
     image_check: str = OFF
     keys: list[str] = field(default_factory=list)
+    share_ids: tuple[str, ...] = ()
 
     def is_empty(self) -> bool:
         return self.settings.is_empty() and self.image_check == OFF
@@ -62,6 +70,7 @@ def _values(key: str, value: str) -> tuple[str, ...]:
 
 
 _EXAMPLES = {
+    SHARE_IDS: "'renderD128-s0,renderD128-s1'",
     WEIGHT: "'300' or 'renderD128=50'",
     PRIORITY: "'-10'",
     MEMORY_MAX: "'renderD128=2G' or 'renderD128=2G,renderD129=512M'",
@@ -70,17 +79,28 @@ _EXAMPLES = {
 _NAMES = Names(WEIGHT, PRIORITY, MEMORY_MAX)
 
 
-def parse(annotations: Mapping[str, object], resolve: DeviceResolver) -> Request:
+def parse(annotations: Mapping[str, object], resolve: DeviceResolver,
+          allowed: Collection[str] = ALLOWED) -> Request:
     """The request in @annotations; keys outside ``pycgpu.io/`` are ignored;
-    @resolve turns a DEV into the render node's number. Raises
-    :class:`AnnotationError` for an unknown ``pycgpu.io/`` key or a value
-    that does not parse."""
+    @resolve turns a DEV into the render node's number; @allowed are the
+    keys this node accepts (a subset of :data:`ALLOWED`: the node's
+    allow-list, :mod:`pycgpu.allowlist`). Raises :class:`AnnotationError`
+    for an unknown ``pycgpu.io/`` key, a known one that is not allowed, or
+    a value that does not parse."""
     ours = {k: v for k, v in annotations.items() if k.startswith(PREFIX)}
     unknown = sorted(k for k in ours if k not in ALLOWED)
     if unknown:
         raise AnnotationError(
             f"annotation {unknown[0]} is not allowed: only {', '.join(ALLOWED)} are "
             "accepted (no other cgroup file is ever written)")
+    # share-ids sets no knob (a label source): never subject to the allow-list
+    refused = sorted(k for k in ours if k not in allowed and k != SHARE_IDS)
+    if refused:
+        raise AnnotationError(
+            f"annotation {refused[0]} is not on this node's allow-list ("
+            + (", ".join(k for k in ALLOWED if k in allowed and k != SHARE_IDS) or "nothing")
+            + " allowed; the node's administrator sets it: /etc/pycgpu/annotations.allow "
+            "or the hook's --allow)")
     request = Request(keys=sorted(ours))
     for key, value in ours.items():
         if not isinstance(value, str):
@@ -91,6 +111,13 @@ def parse(annotations: Mapping[str, object], resolve: DeviceResolver) -> Request
             raise AnnotationError(f"annotation {IMAGE_CHECK}={mode!r}: give "
                                   + ", ".join(IMAGE_CHECK_MODES))
         request.image_check = mode
+    if SHARE_IDS in ours:
+        ids = _values(SHARE_IDS, str(ours[SHARE_IDS]))
+        bad = [i for i in ids if not _SHARE_ID.fullmatch(i)]
+        if bad:
+            raise AnnotationError(f"annotation {SHARE_IDS}: {formats.shown(bad[0])} is not a "
+                                  "share ID (renderDN-sK)")
+        request.share_ids = ids
     parts: list[Settings] = []
     for key in KNOBS:
         if key not in ours:

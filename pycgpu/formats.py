@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 WEIGHT_MIN, WEIGHT_DEFAULT, WEIGHT_MAX = 1, 100, 10000
 PRIORITY_MIN, PRIORITY_DEFAULT, PRIORITY_MAX = -1023, 0, 1023
@@ -27,9 +28,10 @@ class FormatError(ValueError):
     """Text that does not follow a cgroup file format, or a value out of range."""
 
 
-@dataclass(frozen=True, order=True)
-class DevT:
-    """A device number, written ``MAJ:MIN`` in cgroup files."""
+class DevT(NamedTuple):
+    """A device number, written ``MAJ:MIN`` in cgroup files. A named tuple:
+    hashed and compared in C, as it keys every per-device dict of a scrape
+    of thousands of groups."""
 
     major: int
     minor: int

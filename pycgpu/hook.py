@@ -32,7 +32,7 @@ which makes the runtime abort the container. A container without
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -204,13 +204,16 @@ def run(
     mount: Callable[[], Path],
     proc_root: Path = Path("/proc"),
     image_host: Callable[[], Any] | None = None,
+    allowed: Collection[str] | None = None,
 ) -> Outcome:
     """Run the hook on the state @text. @resolve turns a DEV of the knob
     annotations into its render node's number
     (:data:`pycgpu.knobs.DeviceResolver`), @mount gives the cgroup2 mount
     (asked only when there is something to set), @image_host the host's
-    :class:`pycgpu.imagecheck.Host` (asked only for an image check).
-    Raises :class:`HookError` subclasses; nothing is changed then."""
+    :class:`pycgpu.imagecheck.Host` (asked only for an image check),
+    @allowed the annotation keys the node allows (default
+    :data:`pycgpu.allowlist.DEFAULT`: no priority). Raises
+    :class:`HookError` subclasses; nothing is changed then."""
     from . import imagecheck, knobs, kubepods, locks
 
     state = State.parse(text)
@@ -225,8 +228,12 @@ def run(
     if annotations is None:
         found = config().get("annotations", {})
         annotations = found if isinstance(found, dict) else {}
+    if allowed is None:
+        from .allowlist import DEFAULT
+
+        allowed = DEFAULT
     try:
-        request = ann.parse(annotations, resolve)
+        request = ann.parse(annotations, resolve, allowed)
     except ann.AnnotationError as e:
         raise BadInput(f"container {state.id}: {e}") from None
     outcome = Outcome(request)
@@ -245,7 +252,7 @@ def run(
                 raise ImageMismatch(f"container {state.id}: image check failed: "
                                     f"{imagecheck.summary(report)} (fix: "
                                     f"{report.mismatches()[0].fix})")
-            outcome.warnings += [f.message for f in report.mismatches()]
+            outcome.warnings += [f"image check: {f.message}" for f in report.mismatches()]
 
     if request.settings.is_empty():
         return outcome
@@ -267,6 +274,14 @@ def run(
     except CgroupError as e:
         raise Refused(f"container {state.id}: {e.strerror or e}") from None
     outcome.writes = plan.steps()
+    if request.share_ids:
+        from .k8s.podresources import record_share_ids
+
+        try:
+            record_share_ids(cg.path, request.share_ids)
+        except OSError as e:  # labels only: the knobs are set
+            outcome.warnings.append(f"cannot record the share IDs on {cg.path} for the "
+                                    f"exporter's pod labels: {e.strerror or e}")
     outcome.pod_weights = [f"{anc.name}: " + ", ".join(total.format().splitlines())
                            for anc, total in pods]
     return outcome

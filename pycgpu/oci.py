@@ -35,6 +35,7 @@ import os
 import re
 import stat
 import tempfile
+from collections.abc import Iterable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -231,19 +232,23 @@ class HookCommand:
         return {"path": self.path, "args": list(self.args)}
 
 
-def hook_command(executable: str | None = None) -> HookCommand:
+def hook_command(executable: str | None = None, allow: Iterable[str] = ()) -> HookCommand:
     """``pycgpu oci hook`` run by @executable (the pycgpu script), by the
-    pycgpu on PATH, or else by this Python as ``python -m pycgpu``. Hooks
-    need absolute paths: the runtime does not search PATH."""
+    pycgpu on PATH, or else by this Python as ``python -m pycgpu``; with
+    ``--allow KEY`` for each of @allow (annotation keys the hook accepts on
+    top of the node's allow-list: :mod:`pycgpu.allowlist`). Hooks need
+    absolute paths: the runtime does not search PATH."""
     import shutil
     import sys
 
+    extra = tuple(a for k in sorted(set(allow)) for a in ("--allow", k))
     if executable is None:
         executable = shutil.which("pycgpu")
     if executable is not None:
         path = os.path.abspath(executable)
-        return HookCommand(path, (os.path.basename(path), "oci", "hook"))
-    return HookCommand(os.path.abspath(sys.executable), ("python3", "-m", "pycgpu", "oci", "hook"))
+        return HookCommand(path, (os.path.basename(path), "oci", "hook", *extra))
+    return HookCommand(os.path.abspath(sys.executable),
+                       ("python3", "-m", "pycgpu", "oci", "hook", *extra))
 
 
 @dataclass
@@ -449,9 +454,14 @@ def _add_devices(linux: dict[str, Any], nodes: list[DeviceNode]) -> list[str]:
 
 def is_pycgpu_hook(entry: dict[str, Any]) -> bool:
     """Whether a hook entry runs ``pycgpu oci hook`` (the script, or
-    ``python -m pycgpu``), whatever its path."""
+    ``python -m pycgpu``; ``--allow KEY`` options after it), whatever its path."""
     args = entry.get("args")
-    if not isinstance(args, list) or args[-2:] != ["oci", "hook"]:
+    if not isinstance(args, list):
+        return False
+    end = len(args)
+    while end >= 2 and args[end - 2] == "--allow":
+        end -= 2
+    if args[end - 2:end] != ["oci", "hook"]:
         return False
     path = entry.get("path")
     return "pycgpu" in args or (isinstance(path, str)

@@ -28,17 +28,19 @@ setup_debs() {
 		{ tail -n 20 "$CACHE/apt.log" >&2; die "apt-get install failed"; }
 }
 
-# The venv is rebuilt when pyproject.toml changes.
+# The venv is rebuilt when pyproject.toml, setup.py or a .proto changes (the
+# install generates the gRPC stubs: setup.py).
 setup_venv() {
 	local stamp=$VENV/.pycgpu-stamp want
-	want=$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)
+	want=$(cat "$ROOT/pyproject.toml" "$ROOT/setup.py" "$ROOT"/pycgpu/k8s/api/*.proto |
+		sha256sum | cut -c1-16)
 	if [ -x "$VENV/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
 		return 0
 	fi
 	say "creating the Python venv in .venv"
 	python3 -m venv "$VENV"
 	"$VENV/bin/pip" install -q --upgrade pip >"$CACHE/pip.log" 2>&1 || true
-	"$VENV/bin/pip" install -q -e "$ROOT[test,vm,bench]" >>"$CACHE/pip.log" 2>&1 ||
+	"$VENV/bin/pip" install -q -e "$ROOT[test,vm,bench,k8s]" >>"$CACHE/pip.log" 2>&1 ||
 		{ tail -n 20 "$CACHE/pip.log" >&2; die "pip install failed"; }
 	echo "$want" >"$stamp"
 }

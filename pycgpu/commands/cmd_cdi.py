@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from .cmd_oci import complete_device, resolve_devices, write_output
-from .common import Refused, State, pass_state
+from .common import BadValue, Refused, State, pass_state
 
 
 @click.group("cdi", short_help="CDI specs for podman, containerd, CRI-O, Docker.")
@@ -33,11 +33,14 @@ def cdi() -> None:
               help="Add the createRuntime hook that applies pycgpu.io/* annotations.")
 @click.option("--hook-path", metavar="FILE",
               help="The pycgpu executable the hook runs (default: pycgpu on PATH).")
+@click.option("--hook-allow", "hook_allow", multiple=True, metavar="KEY",
+              help="Let the hook accept this annotation too (e.g. gpu.priority), on top of "
+                   "the node's allow-list (implies --hook). Repeatable.")
 @click.option("--output", "-o", metavar="FILE", default="-", show_default=True,
               help="Write the spec to FILE (atomically; '-': stdout).")
 @pass_state
 def generate(state: State, devices: tuple[str, ...], use_hook: bool, hook_path: str | None,
-             output: str) -> None:
+             hook_allow: tuple[str, ...], output: str) -> None:
     """Print (or write to --output) a CDI spec of kind pycgpu.io/gpu
     (cdiVersion 0.5.0) with one device per render node, named after it
     (pycgpu.io/gpu=renderD128), and pycgpu.io/gpu=all. Put it in /etc/cdi
@@ -46,10 +49,12 @@ def generate(state: State, devices: tuple[str, ...], use_hook: bool, hook_path: 
     With --hook every container that gets one of these devices runs
     pycgpu oci hook at createRuntime: it applies pycgpu.io/gpu.weight,
     pycgpu.io/gpu.priority and pycgpu.io/gpu.memory.max annotations (and
-    pycgpu.io/image-check) and does nothing for containers without them.
+    pycgpu.io/image-check) that the node's allow-list allows
+    (/etc/pycgpu/annotations.allow, else all but gpu.priority; --hook-allow
+    adds keys) and does nothing for containers without them.
 
     Exit codes: 0 written; 1 no render nodes or the file cannot be written;
-    2 unknown DEV.
+    2 unknown DEV or --hook-allow KEY.
 
     \b
     Examples:
@@ -59,13 +64,18 @@ def generate(state: State, devices: tuple[str, ...], use_hook: bool, hook_path: 
     """
     import json
 
+    from .. import allowlist
     from .. import cdi as cdimod
     from ..oci import hook_command
 
+    try:
+        extra = allowlist.keys(hook_allow)
+    except allowlist.AllowListError as e:
+        raise BadValue(f"--hook-allow: {e}") from None
     chosen = resolve_devices(state, devices) if devices else state.devices()
     if not chosen:
         raise Refused("no DRM render nodes found on this host (see pycgpu devices)")
-    hook = hook_command(hook_path) if use_hook or hook_path else None
+    hook = hook_command(hook_path, extra) if use_hook or hook_path or extra else None
     doc = cdimod.spec(chosen, hook)
     write_output(json.dumps(doc, indent=2) + "\n", output, Path(output))
     if output != "-":

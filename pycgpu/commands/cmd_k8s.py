@@ -151,6 +151,13 @@ def inventory(state: State, shares: tuple[str, ...], weight_per_share: int,
 @click.option("--poll-interval", type=click.FloatRange(min=0.05), default=5.0,
               show_default=True, metavar="SECONDS",
               help="Rediscover render nodes this often (with udev: a safety net, 30s).")
+@click.option("--cdi-spec", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="Write the CDI spec of the advertised GPUs here (e.g. "
+                   "/etc/cdi/pycgpu.json), at start and whenever GPUs come or go.")
+@click.option("--cdi-hook-path", metavar="FILE", default="/opt/pycgpu/bin/pycgpu",
+              show_default=True,
+              help="The pycgpu executable on the host that the spec's createRuntime hook "
+                   "runs.")
 @click.option("--check-interval", type=click.FloatRange(min=0.05), default=2.0,
               show_default=True, metavar="SECONDS",
               help="Check the sockets this often (kubelet restarts: serve and register "
@@ -159,7 +166,8 @@ def inventory(state: State, shares: tuple[str, ...], weight_per_share: int,
 def device_plugin(state: State, shares: tuple[str, ...], weight_per_share: int,
                   memory: tuple[str, ...], only: tuple[str, ...], plugin_dir: Path,
                   kubelet_socket: Path | None, endpoint: str, resource_name: str, watch: str,
-                  poll_interval: float, check_interval: float) -> None:
+                  poll_interval: float, cdi_spec: Path | None, cdi_hook_path: str,
+                  check_interval: float) -> None:
     """Serve the kubelet device plugin API (v1beta1) on
     PLUGIN_DIR/ENDPOINT, register with the kubelet, and advertise each GPU
     (render node) as N shares of the extended resource pycgpu.io/gpu-share
@@ -168,7 +176,9 @@ def device_plugin(state: State, shares: tuple[str, ...], weight_per_share: int,
     shares on one GPU. Allocate answers with the CDI device and the
     pycgpu.io/gpu.* annotations that the hook of
     `pycgpu cdi generate --hook` applies: the CDI spec must be in /etc/cdi
-    on the node, and the runtime must pass the annotations (docs/kubernetes.md).
+    on the node (--cdi-spec writes it, and writes it again, atomically, when
+    GPUs come or go), and the runtime must pass the annotations
+    (docs/kubernetes.md).
 
     A wrong per-device entry or a missing device is logged on one line and
     left out; the kubelet's socket missing or refusing is logged and retried.
@@ -176,13 +186,15 @@ def device_plugin(state: State, shares: tuple[str, ...], weight_per_share: int,
     plugin's), the plugin serves and registers again. Runs until SIGTERM
     or Ctrl-C; logs go to stderr.
 
-    Exit codes: 0 stopped; 1 the plugin's socket cannot be created or the
-    gRPC stubs cannot be generated; 2 a bad default option value.
+    Exit codes: 0 stopped; 1 the plugin's socket cannot be created or
+    grpcio/protobuf are missing (pip install 'pycgpu[k8s]'); 2 a bad default
+    option value.
 
     \b
     Examples:
       pycgpu k8s device-plugin
       pycgpu k8s device-plugin --shares 4 --shares renderD129=8 --device-memory 8G
+      pycgpu k8s device-plugin --cdi-spec /etc/cdi/pycgpu.json
       pycgpu k8s device-plugin --plugin-dir /tmp/dp --watch poll --poll-interval 1
     \b
     A pod asking for 3 shares:
@@ -198,13 +210,15 @@ def device_plugin(state: State, shares: tuple[str, ...], weight_per_share: int,
 
     for w in warnings:
         log(w)
+    from ..k8s.api import EXTRA, ApiUnavailable
+    from ..k8s.sources import PollSource, UdevSource
+    from ..oci import hook_command
+
     try:
         from ..k8s.plugin import DevicePlugin, PluginError
-        from ..k8s.proto import ProtoError
-        from ..k8s.sources import PollSource, UdevSource
     except ImportError as e:
-        raise Refused(f"the device plugin needs grpcio and grpcio-tools ({e}; fix: pip "
-                      "install grpcio grpcio-tools)") from None
+        raise Refused(f"the device plugin needs grpcio and protobuf ({e}; fix: "
+                      f"{EXTRA})") from None
     source: Any
     use_udev = watch == "udev" or (watch == "auto" and state.sysfs_root == Path("/sys")
                                    and state.dev_root == Path("/dev"))
@@ -216,8 +230,9 @@ def device_plugin(state: State, shares: tuple[str, ...], weight_per_share: int,
         plugin = DevicePlugin(config, source, log=log, plugin_dir=plugin_dir,
                               kubelet_socket=kubelet_socket, endpoint=endpoint,
                               resource_name=resource_name, sysfs_root=state.sysfs_root,
-                              check_interval=check_interval)
-    except (PluginError, ProtoError) as e:
+                              check_interval=check_interval, cdi_spec=cdi_spec,
+                              cdi_hook=hook_command(cdi_hook_path) if cdi_spec else None)
+    except (PluginError, ApiUnavailable) as e:
         raise Refused(str(e)) from None
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

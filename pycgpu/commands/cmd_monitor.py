@@ -1,7 +1,7 @@
 """``pycgpu top``, ``pycgpu stat`` and ``pycgpu exporter``: per-container GPU
 usage from the gpu controller's files or from /proc/*/fdinfo
-(:mod:`pycgpu.usage`). rich and prometheus_client are imported by the
-commands that use them only."""
+(:mod:`pycgpu.usage`). rich is imported by the commands that use it only;
+the exporter writes its formats itself (:mod:`pycgpu.usage.exporter`)."""
 
 from __future__ import annotations
 
@@ -223,10 +223,16 @@ def parse_listen(text: str) -> tuple[str, int]:
               metavar="HOST:PORT",
               help="Address to serve /metrics on; :9842 for every interface, port 0 for a "
                    "free port (printed at start).")
+@click.option("--pod-resources", type=click.Path(dir_okay=False, path_type=Path),
+              default="/var/lib/kubelet/pod-resources/kubelet.sock", show_default=True,
+              metavar="SOCKET",
+              help="The kubelet's PodResources API: pod, namespace and container labels of "
+                   "the containers with pycgpu.io/gpu-share shares, when the socket exists "
+                   "(needs the k8s extra).")
 @monitor_options
 @pass_state
-def exporter(state: State, listen: str, source: str, all_groups: bool, proc_root: Path,
-             runtime_root: Path) -> None:
+def exporter(state: State, listen: str, pod_resources: Path, source: str, all_groups: bool,
+             proc_root: Path, runtime_root: Path) -> None:
     """Serve Prometheus metrics of GPU usage per container and device on
     http://HOST:PORT/metrics, read from the source at each scrape.
 
@@ -241,6 +247,10 @@ def exporter(state: State, listen: str, source: str, all_groups: bool, proc_root
     (renderD128), with maj_min, pci and driver on pycgpu_gpu_device_info. A
     group whose files cannot be read is counted in
     pycgpu_scrape_errors_total{cgroup} and the others are still served.
+    Under Kubernetes, with the kubelet's PodResources socket mounted, pod,
+    namespace and container come from the kubelet for the containers the
+    device plugin gave shares to. OpenMetrics when the scraper asks for it
+    (Accept), gzip when it accepts it, HEAD answered.
 
     Runs until interrupted (Ctrl-C, SIGTERM).
 
@@ -272,7 +282,17 @@ def exporter(state: State, listen: str, source: str, all_groups: bool, proc_root
     def log(msg: str) -> None:
         click.echo(f"pycgpu exporter: {msg}", err=True)
 
-    exporter_ = exp.Exporter(monitor, devices, log, sysfs=state.sysfs_root)
+    labels = None
+    if pod_resources.exists():
+        from ..k8s.podresources import Labels
+
+        try:
+            labels = Labels(pod_resources, state.mount, log)
+        except click.ClickException as e:  # no cgroup2 mount (an fdinfo-only host)
+            log(f"no pod labels from {pod_resources}: {e.message}")
+        else:
+            log(f"pod labels from the kubelet's PodResources API at {pod_resources}")
+    exporter_ = exp.Exporter(monitor, devices, log, sysfs=state.sysfs_root, pod_labels=labels)
     try:
         server, _thread = exp.serve(exporter_, host, port)
     except OSError as e:

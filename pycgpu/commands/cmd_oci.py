@@ -151,7 +151,12 @@ def build_patch(state: State, devices: tuple[str, ...], weights: tuple[str, ...]
             nodes.append(oci.DeviceNode.from_device(dev))
     hook = None
     if use_hook or image_check or hook_path:
-        hook = oci.hook_command(hook_path)
+        # a priority set by the bundle's own author: its hook entry allows it
+        # (pods cannot write hook entries; see pycgpu.allowlist)
+        from ..annotations import PRIORITY
+
+        hook = oci.hook_command(hook_path,
+                                allow=[PRIORITY] if settings.priority is not None else [])
     return oci.Patch(devices=nodes, settings=settings, legacy_stanza=legacy_stanza,
                      cgroups_path=cgroups_path, hook=hook, image_check=image_check)
 
@@ -341,19 +346,32 @@ def generate(state: State, bundle: Path, output: str | None, force: bool,
 
 
 @oci.command("hook", short_help="The createRuntime hook: apply pycgpu.io/gpu.* annotations.")
+@click.option("--allow", "allow", multiple=True, metavar="KEY",
+              help="Accept this annotation too (e.g. gpu.priority), on top of the node's "
+                   "allow-list. Repeatable.")
+@click.option("--allow-list", "allow_list", type=click.Path(dir_okay=False, path_type=Path),
+              envvar="PYCGPU_ALLOW_LIST", default="/etc/pycgpu/annotations.allow",
+              show_default=True,
+              help="The node's allow-list: one annotation key per line, a root-owned file "
+                   "writable by root only (absent: gpu.weight, gpu.memory.max, image-check).")
 @click.option("--proc-root", type=click.Path(file_okay=False, path_type=Path),
               envvar="PYCGPU_PROC_ROOT", default="/proc", hidden=True)
 @pass_state
-def hook(state: State, proc_root: Path) -> None:
+def hook(state: State, allow: tuple[str, ...], allow_list: Path, proc_root: Path) -> None:
     """Run by the container runtime as a createRuntime hook, with the
     container's OCI state on stdin: applies the container's pycgpu.io/*
     annotations to its cgroup. Only these are accepted:
 
     \b
       pycgpu.io/gpu.weight      300, renderD128=50, 300,renderD129=20
-      pycgpu.io/gpu.priority    -10
+      pycgpu.io/gpu.priority    -10 (off unless the node allows it)
       pycgpu.io/gpu.memory.max  renderD128=2G, renderD128=2G,renderD129=512M
       pycgpu.io/image-check     enforce | warn | off (see pycgpu image check)
+
+    and of these only the ones on the node's allow-list: the --allow-list
+    file, else gpu.weight, gpu.memory.max and image-check; plus the keys of
+    --allow (the hook entry's author, who controls the runtime's
+    configuration, allows them). See docs/kubernetes.md, "Trust".
 
     Any other pycgpu.io/ annotation, a bad value, a cgroup that cannot be
     found or a knob the kernel refuses makes it fail (the runtime then
@@ -364,7 +382,9 @@ def hook(state: State, proc_root: Path) -> None:
     are left alone.
 
     Exit codes: 0 applied (or nothing to do); 1 the host refused or lacks
-    something; 2 bad state or annotations; 3 the image check failed.
+    something, or the allow-list file is not trusted; 2 bad state or
+    annotations (an annotation not on the allow-list included); 3 the image
+    check failed.
 
     \b
     Examples:
@@ -383,11 +403,18 @@ def hook(state: State, proc_root: Path) -> None:
         raise BadValue("pycgpu oci hook reads the container's OCI state on stdin: the runtime "
                        "runs it (see pycgpu oci hook --help)")
 
+    from .. import allowlist
+
+    try:
+        allowed = allowlist.for_hook(allow, allow_list)
+    except allowlist.AllowListError as e:
+        raise Refused(f"pycgpu oci hook: {e}") from None
     try:
         outcome = hookmod.run(
             stdin.buffer.read(), resolve=state.resolve_devt, mount=lambda: state.mount,
             proc_root=proc_root,
-            image_host=lambda: imagecheck.host(state.sysfs_root, state.dev_root, proc_root))
+            image_host=lambda: imagecheck.host(state.sysfs_root, state.dev_root, proc_root),
+            allowed=allowed)
     except hookmod.BadInput as e:
         raise BadValue(f"pycgpu oci hook: {e}") from None
     except hookmod.ImageMismatch as e:
@@ -395,4 +422,4 @@ def hook(state: State, proc_root: Path) -> None:
     except hookmod.Refused as e:
         raise Refused(f"pycgpu oci hook: {e}") from None
     for warning in outcome.warnings:
-        click.echo(f"pycgpu oci hook: warning: image check: {warning}", err=True)
+        click.echo(f"pycgpu oci hook: warning: {warning}", err=True)

@@ -11,6 +11,14 @@ Life cycle, as the kubelet's device manager expects it:
    full list again whenever render nodes come or go), GetPreferredAllocation
    at admission and Allocate before each container is created.
 
+With a CDI spec path (``--cdi-spec``), the plugin also writes the CDI spec
+of the GPUs it advertises (one device per render node, the createRuntime
+hook), at start and again whenever the set of GPUs changes, atomically (a
+temporary file in the same directory, then ``os.replace``): a runtime never
+reads half a spec, and a GPU that comes is in the spec before the kubelet
+can hand out its shares. Without GPUs the spec is removed (CDI has no empty
+spec).
+
 A kubelet that restarts deletes the sockets in DIR and creates its own
 anew. The plugin checks every ``check_interval`` seconds: when its own
 socket is gone it serves again, and when the kubelet's socket is a new file
@@ -31,9 +39,10 @@ from typing import Any
 
 import grpc
 
-from .. import formats
+from .. import cdi, formats
+from ..oci import HookCommand, atomic_write
 from . import shares as sh
-from .proto import API_VERSION, load
+from .api import DEVICE_PLUGIN, load
 from .sources import DeviceSource
 
 PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
@@ -46,6 +55,8 @@ REGISTER_TIMEOUT = 5.0
 # a fresh connection per registration: the process-wide subchannel pool would
 # hand back the connection to the kubelet's previous socket, in reconnect backoff
 CHANNEL_OPTIONS = [("grpc.use_local_subchannel_pool", 1)]
+
+API_VERSION = "v1beta1"
 
 Log = Callable[[str], None]
 
@@ -60,7 +71,8 @@ class DevicePlugin:
     def __init__(self, config: sh.Config, source: DeviceSource, *, log: Log,
                  plugin_dir: Path = PLUGIN_DIR, kubelet_socket: Path | None = None,
                  endpoint: str = ENDPOINT, resource_name: str = sh.RESOURCE,
-                 sysfs_root: Path = Path("/sys"), check_interval: float = 1.0) -> None:
+                 sysfs_root: Path = Path("/sys"), check_interval: float = 1.0,
+                 cdi_spec: Path | None = None, cdi_hook: HookCommand | None = None) -> None:
         if "/" in endpoint or not endpoint:
             raise PluginError(f"--endpoint {endpoint!r}: give a file name, it is created "
                               f"in {plugin_dir}")
@@ -69,7 +81,9 @@ class DevicePlugin:
         self.kubelet_socket = kubelet_socket or plugin_dir / KUBELET_SOCKET
         self.endpoint, self.resource_name = endpoint, resource_name
         self.sysfs_root, self.check_interval = sysfs_root, check_interval
-        self.api = load()
+        self.cdi_spec, self.cdi_hook = cdi_spec, cdi_hook
+        self._cdi_text: str | None = None  # what the spec holds now (None: unknown)
+        self.api = load(DEVICE_PLUGIN)
         self._cond = threading.Condition()
         self._inventory = sh.Inventory(config)
         self._revision = 0
@@ -100,6 +114,8 @@ class DevicePlugin:
         inv = sh.build(devices, self.config, self.sysfs_root)
         for warning in inv.warnings:
             self._say(warning)
+        # the spec first: a GPU's shares are advertised once its CDI device exists
+        self.write_cdi_spec(inv)
         with self._cond:
             if inv.fingerprint() == self._inventory.fingerprint():
                 self._inventory = inv
@@ -116,6 +132,34 @@ class DevicePlugin:
                  for g in inv.gpus.values()]
         self.log("advertising " + ("; ".join(parts) if parts else "no GPUs")
                  + (f" (gone: {', '.join(gone)})" if gone else ""))
+
+    def write_cdi_spec(self, inv: sh.Inventory) -> None:
+        """Write the CDI spec of @inv's GPUs to :attr:`cdi_spec` if it
+        differs from what the spec holds (remove it when there are none);
+        a failure is logged and retried at the next refresh."""
+        if self.cdi_spec is None:
+            return
+        import json
+
+        devices = sorted((g.device for g in inv.gpus.values()), key=lambda d: d.devt)
+        text = (json.dumps(cdi.spec(devices, self.cdi_hook), indent=2) + "\n"
+                if devices else "")
+        if text == self._cdi_text:
+            return
+        try:
+            if text:
+                atomic_write(self.cdi_spec, text)
+            else:
+                self.cdi_spec.unlink(missing_ok=True)
+        except OSError as e:
+            self._cdi_text = None
+            self._error(f"cannot write the CDI spec {self.cdi_spec}: {e.strerror or e} "
+                        "(retrying)")
+            return
+        self._cdi_text = text
+        self.log(f"wrote the CDI spec {self.cdi_spec}: "
+                 + (" ".join(cdi.qualified_name(d.name) for d in devices) if devices
+                    else "removed, no GPUs"))
 
     def _say(self, message: str) -> None:
         """Log @message once (configuration warnings are rechecked at each refresh)."""
@@ -167,8 +211,8 @@ class DevicePlugin:
     def _servicer(self) -> Any:
         plugin, pb2 = self, self.api.pb2
 
-        # the base class and the messages are in the stubs generated at run time
-        # (proto.py), untyped: mypy refuses a base class of type Any
+        # the base class and the messages are in the generated stubs (api/),
+        # untyped: mypy refuses a base class of type Any
         base: Any = self.api.grpc.DevicePluginServicer
 
         class Servicer(base):  # type: ignore[misc]

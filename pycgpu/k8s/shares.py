@@ -323,4 +323,8 @@ def grant(inv: Inventory, device_ids: Iterable[str]) -> Grant:
     annotations = {ann.WEIGHT: ",".join(weights)}
     if limits:
         annotations[ann.MEMORY_MAX] = ",".join(limits)
+    # for the exporter's pod labels: the hook records them on the cgroup,
+    # the kubelet's PodResources API names their container (k8s/podresources.py)
+    annotations[ann.SHARE_IDS] = ",".join(
+        sorted(dict.fromkeys(ids), key=lambda i: (inv.gpu_of(i).device.devt, parse_id(i)[1])))
     return Grant(counts, [cdi.qualified_name(name) for name in counts], annotations)

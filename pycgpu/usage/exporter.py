@@ -15,10 +15,14 @@ Series are kept to what a fleet needs:
   container info) exist only for groups that used a device;
 - labels ``cgroup`` (path from the cgroup root), ``container`` (name, else
   short ID, unit name or last path component), ``pod`` (the pod *name*, or
-  empty when unknown), ``namespace``, and ``device``: the render node's name
-  (``renderD128``), stable across reboots, unlike ``MAJ:MIN``; the device's
-  ``maj_min``, ``pci`` address and ``driver`` are on
-  ``pycgpu_gpu_device_info``, the pod UID, runtime, full ID and QoS class on
+  empty when unknown), ``namespace`` (under Kubernetes from the kubelet's
+  PodResources API when its socket is mounted: :class:`PodLabels`), and
+  ``device``: the render node's name (``renderD128``), what people and
+  dashboards call the GPU; it is no more stable than ``MAJ:MIN`` (the minor
+  is 128 + the DRM minor index, given in probe order: the same number), and
+  the device's ``pci`` address, stable across reboots for a GPU in the same
+  slot, is on ``pycgpu_gpu_device_info`` with ``maj_min`` and ``driver``;
+  the pod UID, runtime, full ID and QoS class are on
   ``pycgpu_container_info``;
 - every family can be summed over its labels (fdinfo memory per region has
   one family per kind, not a ``kind`` label);
@@ -31,15 +35,13 @@ Series are kept to what a fleet needs:
 
 from __future__ import annotations
 
-import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .. import __version__
 from ..formats import DevT
@@ -199,14 +201,28 @@ class _Out:
     def add(self, name: str, labels: str, value: float) -> None:
         self.lines.setdefault(name, []).append(f"{name}{{{labels}}} {_value(value)}\n")
 
-    def text(self) -> str:
+    def family_lines(self, name: str) -> list[str]:
+        """The sample lines of family @name, to append to directly."""
+        return self.lines.setdefault(name, [])
+
+    def text(self, openmetrics: bool = False) -> str:
+        """The exposition: Prometheus text 0.0.4, or OpenMetrics 1.0.0 (a
+        counter's family is named without its samples' ``_total``; HELP
+        escapes quotes; ``# EOF`` at the end). The sample lines are the same."""
         parts = []
         for name, family in FAMILIES.items():
             lines = self.lines.get(name)
             if not lines:
                 continue
-            parts.append(f"# HELP {name} {family.help}\n# TYPE {name} {family.type}\n")
+            help_ = family.help.replace("\\", "\\\\").replace("\n", "\\n")
+            if openmetrics:
+                if family.type == "counter":
+                    name = name.removesuffix("_total")
+                help_ = help_.replace('"', '\\"')
+            parts.append(f"# HELP {name} {help_}\n# TYPE {name} {family.type}\n")
             parts.extend(lines)
+        if openmetrics:
+            parts.append("# EOF\n")
         return "".join(parts)
 
 
@@ -221,20 +237,52 @@ def _memory_total(sysfs: Path, device: Device) -> int | None:
     return None
 
 
+class Owner(Protocol):
+    """A container's names (:class:`pycgpu.k8s.podresources.Owner`)."""
+
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def pod(self) -> str: ...
+
+    @property
+    def container(self) -> str: ...
+
+
+class PodLabels(Protocol):
+    """Where pod, namespace and container names come from when the cgroup
+    path and the runtime's state do not give them (Kubernetes: the kubelet's
+    PodResources API, :class:`pycgpu.k8s.podresources.Labels`)."""
+
+    def refresh(self, paths: Iterable[str]) -> None:
+        """Called once per scrape with the cgroup paths it serves."""
+
+    def owner(self, path: str) -> Owner | None:
+        """The container of cgroup @path, if known."""
+
+
 class Exporter:
     """Reads @monitor at every :meth:`scrape`. Scrapes are serialised: the
-    fdinfo source keeps state between samples."""
+    fdinfo source keeps state between samples. With @pod_labels, a group's
+    pod, namespace and container labels come from there when it knows the
+    group."""
 
     def __init__(self, monitor: Monitor, devices: list[Device] | None = None,
                  log: Callable[[str], None] | None = None,
-                 sysfs: Path | None = None) -> None:
+                 sysfs: Path | None = None, pod_labels: PodLabels | None = None) -> None:
         self.monitor = monitor
+        self.pod_labels = pod_labels
         self.devices = list(devices or [])
         self.log = log
         self.sysfs = sysfs
         self.names: dict[DevT, str] = {d.devt: d.name for d in self.devices}
         self.errors_total: dict[str, int] = {}
         self._lock = threading.Lock()
+        # label sets by group and (group, device), kept across scrapes: a
+        # group's labels do not change while it lives
+        self._group_labels: dict[tuple[str, str, str, str], str] = {}
+        self._row_labels: dict[tuple[str, DevT], str] = {}
         self._build = _labels(("version", "python"),
                               (__version__, ".".join(map(str, sys.version_info[:3]))))
 
@@ -242,15 +290,18 @@ class Exporter:
         """The render node's name; ``MAJ:MIN`` for a device sysfs did not show."""
         return self.names.get(devt) or str(devt)
 
-    def scrape(self) -> bytes:
-        """The exposition text of one scrape."""
+    def scrape(self, openmetrics: bool = False) -> bytes:
+        """The exposition of one scrape: Prometheus text, or OpenMetrics."""
         with self._lock:
             out = _Out()
             t0 = time.perf_counter()
             sample: Sample | None = None
             try:
-                sample = self.monitor.refresh()
-                self._rows(out, self.monitor.rows(unused=False), sample)
+                sample = self.monitor.refresh(with_rates=False)
+                rows = self.monitor.rows(unused=False)
+                if self.pod_labels is not None:
+                    self.pod_labels.refresh(dict.fromkeys(r.path for r in rows))
+                self._rows(out, rows, sample)
             except Exception as e:  # a scrape never fails: count it and serve the rest
                 out = _Out()
                 self._count([""])
@@ -273,47 +324,73 @@ class Exporter:
             out.add("pycgpu_exporter_errors", src, len(sample.errors) if sample else 1)
             for cgroup, n in sorted(self.errors_total.items()):
                 out.add("pycgpu_scrape_errors_total", _labels(("cgroup",), (cgroup,)), n)
-            return out.text().encode()
+            return out.text(openmetrics).encode()
 
     def _count(self, groups: list[str]) -> None:
         for g in groups:
             self.errors_total[g] = self.errors_total.get(g, 0) + 1
 
-    def _rows(self, out: _Out, rows: list[Row], sample: Sample) -> None:
-        add = out.add
-        seen: set[str] = set()
-        for r in rows:
-            c = r.container
+    def _labels_of(self, r: Row) -> tuple[str, str]:
+        """The group's label set and the row's (the group's and the device)."""
+        c = r.container
+        owner = self.pod_labels.owner(r.path) if self.pod_labels is not None else None
+        if owner is not None:
+            group = (r.path, owner.container, owner.pod, owner.namespace)
+        else:
             group = (r.path, r.name, (c.pod if c else None) or "",
                      (c.namespace if c else None) or "")
-            glabels = _labels(GROUP_LABELS, group)
-            labels = f'{glabels},device="{escape(self.device_label(r.devt))}"'
+        glabels = self._group_labels.get(group)
+        if glabels is None:
+            glabels = self._group_labels[group] = _labels(GROUP_LABELS, group)
+        labels = self._row_labels.get((glabels, r.devt))
+        if labels is None:
+            labels = self._row_labels[(glabels, r.devt)] = (
+                f'{glabels},device="{escape(self.device_label(r.devt))}"')
+        return glabels, labels
+
+    def _rows(self, out: _Out, rows: list[Row], sample: Sample) -> None:
+        add = out.add
+        lines = out.family_lines  # the hot families: one append per series
+        time_, wait = lines("pycgpu_gpu_time_seconds_total"), lines("pycgpu_gpu_wait_seconds_total")
+        mem, mem_max = lines("pycgpu_gpu_memory_bytes"), lines("pycgpu_gpu_memory_max_bytes")
+        peak, hits = (lines("pycgpu_gpu_memory_peak_bytes"),
+                      lines("pycgpu_gpu_memory_limit_hits_total"))
+        weight = lines("pycgpu_gpu_weight")
+        seen: set[str] = set()
+        if len(self._row_labels) > 2 * len(rows) + 1024:  # groups come and go
+            self._group_labels.clear()
+            self._row_labels.clear()
+        for r in rows:
+            c = r.container
+            glabels, labels = self._labels_of(r)
             du = r.usage
             if du.gpu_time_ns is not None:
-                add("pycgpu_gpu_time_seconds_total", labels, du.gpu_time_ns / 1e9)
+                time_.append(f"pycgpu_gpu_time_seconds_total{{{labels}}} "
+                             f"{du.gpu_time_ns / 1e9!r}\n")
             if du.wait_ns is not None:
-                add("pycgpu_gpu_wait_seconds_total", labels, du.wait_ns / 1e9)
+                wait.append(f"pycgpu_gpu_wait_seconds_total{{{labels}}} {du.wait_ns / 1e9!r}\n")
             m = du.memory
-            if m.get("current") is not None:
-                add("pycgpu_gpu_memory_bytes", labels, m["current"] or 0)
-            if m.get("max") is not None:
-                add("pycgpu_gpu_memory_max_bytes", labels, m["max"] or 0)
-            if m.get("peak") is not None:
-                add("pycgpu_gpu_memory_peak_bytes", labels, m["peak"] or 0)
-            if m.get("limit_hits") is not None:
-                add("pycgpu_gpu_memory_limit_hits_total", labels, m["limit_hits"] or 0)
+            if m:
+                if (v := m.get("current")) is not None:
+                    mem.append(f"pycgpu_gpu_memory_bytes{{{labels}}} {v}\n")
+                if (v := m.get("max")) is not None:
+                    mem_max.append(f"pycgpu_gpu_memory_max_bytes{{{labels}}} {v}\n")
+                if (v := m.get("peak")) is not None:
+                    peak.append(f"pycgpu_gpu_memory_peak_bytes{{{labels}}} {v}\n")
+                if (v := m.get("limit_hits")) is not None:
+                    hits.append(f"pycgpu_gpu_memory_limit_hits_total{{{labels}}} {v}\n")
             if du.weight is not None:
-                add("pycgpu_gpu_weight", labels, du.weight)
+                weight.append(f"pycgpu_gpu_weight{{{labels}}} {du.weight}\n")
             if du.clients is not None:
                 add("pycgpu_gpu_clients", labels, du.clients)
             for name, e in du.engines.items():
                 add("pycgpu_gpu_engine_busy_seconds_total",
                     f'{labels},engine="{escape(name)}"', e.busy_ns / 1e9)
             for region, kinds in du.regions.items():
-                for kind, v in kinds.items():
+                for kind, n in kinds.items():
                     if kind in REGION_KINDS:
                         add(f"pycgpu_gpu_memory_region_{kind}_bytes",
-                            f'{labels},region="{escape(region)}"', v)
+                            f'{labels},region="{escape(region)}"', n)
             if r.path in seen:
                 continue
             seen.add(r.path)
@@ -362,44 +439,8 @@ class Exporter:
                     out.add("pycgpu_gpu_engine_max_frequency_hertz", labels, top)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    exporter: Exporter
+# the HTTP side (content negotiation, gzip, HEAD) is in .httpd; serve() is
+# this module's entry point to it
+from .httpd import serve  # noqa: E402
 
-    def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0]
-        if path not in ("/metrics", "/"):
-            self.send_error(404, "try /metrics")
-            return
-        if path == "/":
-            body, ctype = b'<a href="/metrics">/metrics</a>\n', "text/html"
-        else:
-            body, ctype = self.exporter.scrape(), CONTENT_TYPE
-        self.send_response(200)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass  # no line per scrape
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-
-class _Server6(_Server):
-    address_family = socket.AF_INET6
-
-
-def serve(exporter: Exporter, host: str, port: int) -> tuple[ThreadingHTTPServer,
-                                                            threading.Thread]:
-    """Serve @exporter on http://HOST:PORT/metrics from a daemon thread; port
-    0 picks a free port (``server.server_port`` tells which)."""
-    handler = type("Handler", (_Handler,), {"exporter": exporter})
-    server_class = _Server6 if ":" in host else _Server
-    server = server_class((host, port), handler)
-    thread = threading.Thread(target=server.serve_forever, name="pycgpu-exporter",
-                              daemon=True)
-    thread.start()
-    return server, thread
+__all__ = ["FAMILIES", "METRICS", "Exporter", "escape", "serve"]

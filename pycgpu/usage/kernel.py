@@ -15,7 +15,11 @@ of containers:
   of the long path of a Kubernetes container per file) and read with one
   ``read`` each, no ``pathlib``;
 - the parse of a set of file texts is cached: idle containers have the same
-  texts, and most texts do not change from one refresh to the next.
+  texts, and an idle container's texts do not change from one refresh to the
+  next; a working container's counters (gpu.stat, gpu.memory.current, ...)
+  change at every refresh, so they are parsed by one regular expression per
+  file (the kernel's exact format; anything else goes to the general
+  parsers), while its settings files are parsed once per text.
 
 ``gpu.stat`` counters are hierarchical: an inner group's usage includes its
 children's. :attr:`GroupUsage.leaf` tells the groups apart. The root cgroup
@@ -27,8 +31,11 @@ has only ``gpu.stat`` and ``gpu.memory.current``, with each device's totals
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeAlias, TypeVar
 
 from .. import formats
 from ..cgroup import read_interface
@@ -48,6 +55,58 @@ def _read(name: str, dir_fd: int) -> str | None:
     return read_interface(name, dir_fd)
 
 
+# The kernel writes these files in one shape: a text in exactly that shape is
+# read by one regular expression (a busy node's counters change at every
+# refresh, so these texts are parsed, not found in the cache); any other text
+# goes to the general parsers of pycgpu.formats, which also word the errors.
+# Digits are ASCII only and as long as formats accepts, so both read the same.
+_D = r"[0-9]{1,10}:[0-9]{1,10}"
+_N = r"[0-9]{1,20}"
+_STAT = re.compile(rf"(?:{_D} usage_usec={_N} wait_usec={_N}\n)*")
+_STAT_LINE = re.compile(rf"({_D}) usage_usec=({_N}) wait_usec=({_N})\n")
+_FLAT = re.compile(rf"(?:{_D} (?:{_N}|max)\n)*")
+_FLAT_LINE = re.compile(rf"({_D}) ({_N}|max)\n")
+_EVENTS = re.compile(rf"(?:{_D} max={_N}\n)*")
+_EVENTS_LINE = re.compile(rf"({_D}) max=({_N})\n")
+
+
+_DEVTS: dict[str, formats.DevT] = {}
+
+
+def _devt(text: str) -> formats.DevT:
+    """The device of a MAJ:MIN the fast patterns matched (range-checked once)."""
+    devt = _DEVTS.get(text)
+    if devt is None:
+        devt = formats.DevT.parse(text)
+        if len(_DEVTS) < 256:
+            _DEVTS[text] = devt
+    return devt
+
+
+def _stat(text: str) -> dict[formats.DevT, tuple[int, int]]:
+    """gpu.stat: device -> (GPU time, wait time) in ns."""
+    if _STAT.fullmatch(text):
+        return {_devt(d): (int(u) * 1000, int(w) * 1000)
+                for d, u, w in _STAT_LINE.findall(text)}
+    return {d: (keys.get("usage_usec", 0) * 1000, keys.get("wait_usec", 0) * 1000)
+            for d, keys in formats.parse_nested_keyed(text).items()}
+
+
+def _flat(text: str) -> dict[formats.DevT, int | None]:
+    """gpu.memory.{current,max,peak}: device -> bytes (None: max)."""
+    if _FLAT.fullmatch(text):
+        return {_devt(d): None if v == formats.MAX else int(v)
+                for d, v in _FLAT_LINE.findall(text)}
+    return formats.parse_flat_keyed(text)
+
+
+def _limit_hits(text: str) -> dict[formats.DevT, int]:
+    """gpu.memory.events: device -> max=N."""
+    if _EVENTS.fullmatch(text):
+        return {_devt(d): int(v) for d, v in _EVENTS_LINE.findall(text)}
+    return {d: keys.get("max", 0) for d, keys in formats.parse_nested_keyed(text).items()}
+
+
 @dataclass
 class _Parsed:
     """What one set of file texts says, shared by the groups that have the same texts."""
@@ -58,8 +117,100 @@ class _Parsed:
     error: str | None
 
 
-def _parse(texts: tuple[str | None, ...]) -> _Parsed:
-    stat, current, max_, peak, events, weight, priority, effective = texts
+_T = TypeVar("_T")
+# a file's parse, its error, or None: the file is not there
+_Piece: TypeAlias = _T | formats.FormatError | None
+
+
+def _try(parse: Callable[[str], _T], text: str | None) -> _Piece[_T]:
+    if text is None:
+        return None
+    try:
+        return parse(text)
+    except formats.FormatError as e:
+        return e
+
+
+def _ok(piece: _Piece[_T]) -> _T | None:
+    if isinstance(piece, formats.FormatError):
+        raise piece
+    return piece
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """A group's settings files parsed: gpu.memory.max, gpu.weight,
+    gpu.priority[.effective]. They change when someone writes them, not as
+    the group works, so their parse is cached by their texts while the
+    counters' files are parsed at every refresh. A file that does not parse
+    holds its error, raised where :func:`_parse` reaches it."""
+
+    max: _Piece[dict[formats.DevT, int | None]]
+    weight: _Piece[formats.Weights]
+    priority: _Piece[int]
+    effective: _Piece[int]
+
+
+def _settings(max_: str | None, weight: str | None, priority: str | None,
+              effective: str | None) -> _Settings:
+    return _Settings(_try(_flat, max_ or ""), _try(formats.parse_weight, weight),
+                     _try(lambda t: formats.parse_int(t, FILES[6]), priority),
+                     _try(lambda t: formats.parse_int(t, FILES[7]), effective))
+
+
+_SettingsCache = dict[tuple[str | None, ...], _Settings]
+
+
+def _parse(texts: tuple[str | None, ...], cache: _SettingsCache | None = None) -> _Parsed:
+    key = texts[2], texts[5], texts[6], texts[7]
+    settings = cache.get(key) if cache is not None else None
+    if settings is None:
+        settings = _settings(*key)
+        if cache is not None:
+            cache[key] = settings
+    try:
+        return _parse_valid(texts, settings)
+    except formats.FormatError:
+        return _parse_in_order(texts, settings)
+
+
+def _parse_valid(texts: tuple[str | None, ...], settings: _Settings) -> _Parsed:
+    """:func:`_parse` of texts that all parse (FormatError otherwise): each
+    file read whole, then one DeviceUsage per device."""
+    stat, current, _, peak, events, weight, priority, effective = texts
+    st = _stat(stat or "")
+    none: dict[formats.DevT, Any] = {}
+    cur = mx = pk = ev = none
+    if current is not None:
+        cur, mx, pk, ev = (_flat(current), _ok(settings.max) or none, _flat(peak or ""),
+                           _limit_hits(events or ""))
+    weights = _ok(settings.weight) if weight is not None else None
+    prio = _ok(settings.priority) if priority is not None else None
+    prio_eff = _ok(settings.effective) if effective is not None else None
+    keys = st.keys() | cur.keys() | mx.keys() | pk.keys() | ev.keys()
+    devices: dict[formats.DevT, DeviceUsage] = {}
+    for d in sorted(keys):
+        du = devices[d] = DeviceUsage()
+        if d in st:
+            du.gpu_time_ns, du.wait_ns = st[d]
+        memory = du.memory
+        if d in cur:
+            memory["current"] = cur[d] or 0
+        if d in mx:
+            memory["max"] = mx[d]
+        if d in pk:
+            memory["peak"] = pk[d] or 0
+        if d in ev:
+            memory["limit_hits"] = ev[d]
+        if weights is not None:
+            du.weight = weights.for_device(d)
+    return _Parsed(devices, prio, prio_eff, None)
+
+
+def _parse_in_order(texts: tuple[str | None, ...], settings: _Settings) -> _Parsed:
+    """:func:`_parse` file by file in the order of FILES, up to the first
+    that does not parse: what was read before it is kept, with the error."""
+    stat, current, _, peak, events, weight, priority, effective = texts
     devices: dict[formats.DevT, DeviceUsage] = {}
 
     def dev(d: formats.DevT) -> DeviceUsage:
@@ -71,34 +222,34 @@ def _parse(texts: tuple[str | None, ...]) -> _Parsed:
     fname = FILES[0]
     prio = prio_eff = None
     try:
-        for d, keys in formats.parse_nested_keyed(stat or "").items():
+        for d, (gpu_time, wait) in _stat(stat or "").items():
             du = dev(d)
-            du.gpu_time_ns = keys.get("usage_usec", 0) * 1000
-            du.wait_ns = keys.get("wait_usec", 0) * 1000
+            du.gpu_time_ns, du.wait_ns = gpu_time, wait
         if current is not None:
             fname = FILES[1]
-            for d, v in formats.parse_flat_keyed(current).items():
+            for d, v in _flat(current).items():
                 dev(d).memory["current"] = v or 0
             fname = FILES[2]
-            for d, v in formats.parse_flat_keyed(max_ or "").items():
+            for d, v in (_ok(settings.max) or {}).items():
                 dev(d).memory["max"] = v
             fname = FILES[3]
-            for d, v in formats.parse_flat_keyed(peak or "").items():
+            for d, v in _flat(peak or "").items():
                 dev(d).memory["peak"] = v or 0
             fname = FILES[4]
-            for d, keys in formats.parse_nested_keyed(events or "").items():
-                dev(d).memory["limit_hits"] = keys.get("max", 0)
+            for d, hits in _limit_hits(events or "").items():
+                dev(d).memory["limit_hits"] = hits
         if weight is not None:
             fname = FILES[5]
-            weights = formats.parse_weight(weight)
+            weights = _ok(settings.weight)
+            assert weights is not None
             for d, du in devices.items():
                 du.weight = weights.for_device(d)
         if priority is not None:
             fname = FILES[6]
-            prio = formats.parse_int(priority, fname)
+            prio = _ok(settings.priority)
         if effective is not None:
             fname = FILES[7]
-            prio_eff = formats.parse_int(effective, fname)
+            prio_eff = _ok(settings.effective)
     except formats.FormatError as e:
         return _Parsed(dict(sorted(devices.items())), prio, prio_eff, f"{fname}: {e}")
     return _Parsed(dict(sorted(devices.items())), prio, prio_eff, None)
@@ -113,6 +264,7 @@ class KernelSource(Source):
     def __init__(self, mount: Path) -> None:
         self.mount = Path(mount)
         self._parsed: dict[tuple[str | None, ...], _Parsed] = {}
+        self._settings: _SettingsCache = {}
 
     def _read(self, sample: Sample) -> None:
         root = str(self.mount)
@@ -120,6 +272,8 @@ class KernelSource(Source):
         stack = [(root, "")]
         if len(self._parsed) > _CACHE_MAX:
             self._parsed.clear()
+        if len(self._settings) > _CACHE_MAX:
+            self._settings.clear()
         self._totals(root, sample)
         while stack:
             dirpath, rel = stack.pop()
@@ -183,7 +337,7 @@ class KernelSource(Source):
         texts = (stat, *(_read(f, dfd) for f in FILES[1:]))
         parsed = self._parsed.get(texts)
         if parsed is None:
-            parsed = self._parsed[texts] = _parse(texts)
+            parsed = self._parsed[texts] = _parse(texts, self._settings)
         if parsed.error is not None:
             sample.error(f"{path}/{parsed.error}", rel)
         return GroupUsage(rel, priority=parsed.priority,

@@ -93,10 +93,12 @@ class Monitor:
         self.rates: dict[tuple[str, DevT], Rates] = {}
         self._ids: dict[str, Container | None] = {}
 
-    def refresh(self) -> Sample:
+    def refresh(self, with_rates: bool = True) -> Sample:
+        """A new sample; the percentages since the previous one unless
+        @with_rates is False (the exporter serves counters only)."""
         cur = self.source.sample()
         self.prev, self.sample = self.sample, cur
-        self.rates = rates(self.prev, cur)
+        self.rates = rates(self.prev, cur) if with_rates else {}
         if len(self._ids) > 2 * len(cur.groups) + 1024:  # containers come and go
             self._ids = {p: c for p, c in self._ids.items() if p in cur.groups}
         return cur

@@ -21,7 +21,7 @@ from typing import Any
 
 import grpc
 
-from pycgpu.k8s.proto import load
+from pycgpu.k8s.api import DEVICE_PLUGIN, load
 
 TIMEOUT = 10.0
 
@@ -29,7 +29,7 @@ TIMEOUT = 10.0
 class FakeKubelet:
     def __init__(self, directory: Path) -> None:
         self.dir = directory
-        self.api = load()
+        self.api = load(DEVICE_PLUGIN)
         self.socket = directory / "kubelet.sock"
         self.requests: list[Any] = []
         self.options: Any = None

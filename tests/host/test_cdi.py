@@ -55,6 +55,19 @@ def test_spec_with_the_hook(cli):
         "args": ["pycgpu", "oci", "hook"]}]}
 
 
+def test_hook_allow(cli):
+    """--hook-allow: the spec's hook entry accepts more than the node's
+    allow-list (the CDI spec is the node administrator's file)."""
+    r = cli("cdi", "generate", "--hook-path", "/usr/local/bin/pycgpu", "--device", "card0",
+            "--hook-allow", "gpu.priority")
+    spec = json.loads(r.stdout)
+    assert cdi_errors(spec) == []
+    assert spec["containerEdits"]["hooks"][0]["args"] == [
+        "pycgpu", "oci", "hook", "--allow", "pycgpu.io/gpu.priority"]
+    r = cli("cdi", "generate", "--hook-allow", "cgroup.procs", code=2)
+    assert "--hook-allow: 'cgroup.procs' is not a pycgpu.io/ annotation" in r.output
+
+
 def test_spec_written_to_a_file_atomically(tmp_path, cli):
     out = tmp_path / "cdi" / "pycgpu.json"
     out.parent.mkdir()

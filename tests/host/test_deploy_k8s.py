@@ -92,7 +92,7 @@ def test_kinds_and_required_fields(manifests):
     assert spec["automountServiceAccountToken"] is False  # RBAC-free
     assert "serviceAccountName" not in spec
     names = {v["name"] for v in spec["volumes"]}
-    for c in spec["containers"] + spec["initContainers"]:
+    for c in spec["containers"] + spec.get("initContainers", []):
         assert c["image"] == IMAGE, c["name"]
         assert c["command"][0] == "pycgpu"
         for m in c.get("volumeMounts", []):
@@ -111,13 +111,17 @@ def test_device_plugin_command(manifests):
     assert option(ctx, "resource_name") == RESOURCE
 
 
-def test_cdi_spec_command(manifests):
-    ctr = container(manifests, "cdi-spec")
+def test_the_device_plugin_writes_the_cdi_spec(manifests):
+    """The plugin writes the spec (again when GPUs come and go) into the
+    host's /etc/cdi, with the hook at the host path the docs install to."""
+    ctr = container(manifests, "device-plugin")
     ctx = parse_cli(ctr["command"])[-1]
-    assert ctx.command.name == "generate" and ctx.parent.command.name == "cdi"
-    assert option(ctx, "use_hook") is True
-    assert host_path_of(manifests, ctr, option(ctx, "output")).startswith("/etc/cdi/")
-    assert option(ctx, "hook_path").startswith("/")  # a path on the host
+    assert host_path_of(manifests, ctr, str(option(ctx, "cdi_spec"))).startswith("/etc/cdi/")
+    hook = option(ctx, "cdi_hook_path")
+    assert hook == "/opt/pycgpu/bin/pycgpu"
+    assert f"`{hook}`" in (ROOT / "docs" / "kubernetes.md").read_text()
+    assert hook in (ROOT / "README.md").read_text()
+    assert "initContainers" not in pod_spec(manifests)  # one writer of the spec
 
 
 def test_exporter_command_service_and_scrape(manifests):
@@ -138,6 +142,17 @@ def test_exporter_command_service_and_scrape(manifests):
     assert notes["prometheus.io/path"] == "/metrics"
 
 
+def test_the_exporter_gets_the_kubelets_pod_resources(manifests):
+    """The PodResources socket the exporter asks (its default path) is the
+    kubelet's, mounted read-only."""
+    ctr = container(manifests, "exporter")
+    ctx = parse_cli(ctr["command"])[-1]
+    socket = str(option(ctx, "pod_resources"))
+    assert host_path_of(manifests, ctr, socket) == "/var/lib/kubelet/pod-resources/kubelet.sock"
+    (mount,) = [m for m in ctr["volumeMounts"] if socket.startswith(m["mountPath"] + "/")]
+    assert mount["readOnly"] is True
+
+
 def test_sample_pod_asks_for_shares(manifests):
     (ctr,) = manifests["Pod"]["spec"]["containers"]
     limits = ctr["resources"]["limits"]
@@ -148,8 +163,11 @@ def test_sample_pod_asks_for_shares(manifests):
 def test_containerfile_builds_the_image_the_daemonset_runs():
     text = (DEPLOY / "Containerfile").read_text()
     assert f"-t {IMAGE} ." in text
-    assert re.search(r"python -m pycgpu\.k8s\.proto (\S+)", text).group(1) in text.split(
-        "PYCGPU_PROTO_CACHE=")[-1]
+    # the k8s extra (grpcio, protobuf) in a venv at /opt/pycgpu, first on PATH;
+    # the stubs come from the wheel's build, nothing is generated at run time
+    assert re.search(r"/opt/pycgpu/bin/pip install [^\n]*'/src\[k8s\]'", text)
+    assert "ENV PATH=/opt/pycgpu/bin:" in text
+    assert "PROTO" not in text
 
 
 def test_the_checker_catches_drift():

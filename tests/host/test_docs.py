@@ -117,21 +117,27 @@ EXIT_CLAIMS: dict[str, dict[str, list[str]]] = {
              "test_oci.py::test_unreadable_device_node_is_a_refusal",
              "test_oci.py::test_bad_configs_are_refused_untouched",
              "test_oci.py::test_bad_options_are_refused_untouched"],
-        "Exit codes: 0 applied (or nothing to do); 1 the host refused or lacks something; 2 "
-        "bad state or annotations; 3 the image check failed":
+        "Exit codes: 0 applied (or nothing to do); 1 the host refused or lacks something, or "
+        "the allow-list file is not trusted; 2 bad state or annotations (an annotation not on "
+        "the allow-list included); 3 the image check failed":
             ["test_hook.py::test_nothing_to_do_without_pycgpu_annotations",
+             "test_hook.py::test_an_untrusted_or_wrong_allow_list_refuses",
+             "test_hook.py::test_priority_is_off_without_an_allow_list",
              "test_hook.py::test_a_kernel_refusal_rolls_everything_back",
              "test_hook.py::test_a_host_without_the_gpu_controller",
              "test_hook.py::test_bad_state",
              "test_hook.py::test_image_check_enforce_refuses_a_mismatch"],
-        "Exit codes: 0 written; 1 no render nodes or the file cannot be written; 2 unknown DEV":
+        "Exit codes: 0 written; 1 no render nodes or the file cannot be written; 2 unknown DEV "
+        "or --hook-allow KEY":
             ["test_cdi.py::test_unwritable_output_is_a_refusal",
+             "test_cdi.py::test_hook_allow",
              "test_cdi.py::test_no_render_nodes", "test_cdi.py::test_unknown_device"],
         "Exits 0 when everything fits, 3 on a mismatch":
             ["test_imagecheck.py::test_cli_text_and_exit_codes"],
-        "Exit codes: 0 stopped; 1 the plugin's socket cannot be created or the gRPC stubs "
-        "cannot be generated; 2 a bad default option value":
+        "Exit codes: 0 stopped; 1 the plugin's socket cannot be created or grpcio/protobuf "
+        "are missing (pip install 'pycgpu[k8s]'); 2 a bad default option value":
             ["test_k8s_plugin.py::test_cli_plugin_process",
+             "test_k8s_api.py::test_without_grpc_the_device_plugin_names_the_extra",
              "test_k8s_plugin.py::test_cli_bad_default_is_one_line",
              "test_docs.py::test_a_bad_k8s_default"],
         "Exit codes: 0 shown; 2 a bad default (a per-device entry that is wrong is a warning, "
@@ -142,6 +148,10 @@ EXIT_CLAIMS: dict[str, dict[str, list[str]]] = {
         "a wrong default (`--shares 0`) stops the command (exit 2)":
             ["test_k8s_plugin.py::test_cli_bad_default_is_one_line",
              "test_docs.py::test_a_bad_k8s_default"],
+        "An annotation that is not allowed refuses the container (exit 2, the runtime does not "
+        "start it) and nothing is written":
+            ["test_hook.py::test_priority_is_off_without_an_allow_list",
+             "test_hook.py::test_the_node_file_sets_the_allow_list"],
     },
     "docs/runtimes.md": {
         "exit non-zero (2 bad input, 1 refused, 3 image mismatch)":

@@ -41,6 +41,11 @@ def ctr(cli, tmp_path):
                   {"path": "/dev/dri/renderD128", "type": "c", "major": 226, "minor": 128}]}}
     (bundle / "config.json").write_text(json.dumps(config))
     cli.env["PYCGPU_PROC_ROOT"] = str(proc)
+    # a node that allows every knob (the allow-list's own tests are below)
+    allow = tmp_path / "annotations.allow"
+    allow.write_text("gpu.weight\ngpu.priority\ngpu.memory.max\nimage-check\n")
+    allow.chmod(0o644)
+    cli.env["PYCGPU_ALLOW_LIST"] = str(allow)
     return bundle
 
 
@@ -122,7 +127,8 @@ def test_keys_outside_the_allow_list_refuse_the_container(cli, ctr, key):
     assert r.output.strip() == (
         f"Error: pycgpu oci hook: container c1: annotation {key} is not allowed: only "
         "pycgpu.io/gpu.weight, pycgpu.io/gpu.priority, pycgpu.io/gpu.memory.max, "
-        "pycgpu.io/image-check are accepted (no other cgroup file is ever written)")
+        "pycgpu.io/image-check, pycgpu.io/share-ids are accepted (no other cgroup file is ever "
+        "written)")
     assert cli.fake.log == []
     assert cli.fake.snapshot() == before
 
@@ -304,3 +310,119 @@ def test_huge_numbers_in_hook_annotations(cli, ctr):
     assert "out of range" in r.output
     assert cli.fake.snapshot() == before
     assert "gpu" not in (cli.fake.root / SCOPE / "cgroup.controllers").read_text()
+
+
+# the node's allow-list --------------------------------------------------------------------
+
+
+def _knob(cli, name: str) -> str | None:
+    """A knob file's text, None before gpu is enabled for the group."""
+    path = cli.fake.root / SCOPE / name
+    return path.read_text() if path.exists() else None
+
+
+def _hook_args(cli, stdin: dict, *args: str, code: int = 0):
+    result = CliRunner().invoke(main, ["oci", "hook", *args], input=json.dumps(stdin),
+                                env=cli.env)
+    assert result.exit_code == code, (result.exit_code, result.output)
+    return result
+
+
+def test_priority_is_off_without_an_allow_list(cli, ctr, tmp_path):
+    """No allow-list file: weight and memory pass, priority refuses the
+    container and nothing is written."""
+    cli.env["PYCGPU_ALLOW_LIST"] = str(tmp_path / "absent.allow")
+    r = hook(cli, state(ctr, {"pycgpu.io/gpu.weight": "300",
+                              "pycgpu.io/gpu.priority": "1023"}), code=2)
+    assert "annotation pycgpu.io/gpu.priority is not on this node's allow-list" in r.output
+    assert _knob(cli, "gpu.priority") in (None, "0\n")
+    assert _knob(cli, "gpu.weight") in (None, "default 100\n")
+    hook(cli, state(ctr, {"pycgpu.io/gpu.weight": "300",
+                          "pycgpu.io/gpu.memory.max": "renderD128=1G"}))
+    assert read(cli, "gpu.weight") == "default 300\n"
+
+
+def test_the_node_file_sets_the_allow_list(cli, ctr, tmp_path):
+    allow = tmp_path / "weights-only.allow"
+    allow.write_text("# this node: weights only\npycgpu.io/gpu.weight\n")
+    allow.chmod(0o600)
+    cli.env["PYCGPU_ALLOW_LIST"] = str(allow)
+    r = hook(cli, state(ctr, {"pycgpu.io/gpu.memory.max": "renderD128=1G"}), code=2)
+    assert "pycgpu.io/gpu.memory.max is not on this node's allow-list " \
+        "(pycgpu.io/gpu.weight allowed" in r.output
+    allow.write_text("gpu.weight\ngpu.priority\n")
+    hook(cli, state(ctr, {"pycgpu.io/gpu.priority": "-7"}))
+    assert read(cli, "gpu.priority") == "-7\n"
+
+
+def test_the_hook_entry_may_allow_more(cli, ctr, tmp_path):
+    cli.env["PYCGPU_ALLOW_LIST"] = str(tmp_path / "absent.allow")
+    _hook_args(cli, state(ctr, {"pycgpu.io/gpu.priority": "-7"}), "--allow", "gpu.priority")
+    assert read(cli, "gpu.priority") == "-7\n"
+    r = _hook_args(cli, state(ctr, {}), "--allow", "cgroup.procs", code=1)
+    assert "'cgroup.procs' is not a pycgpu.io/ annotation the hook knows" in r.output
+
+
+@pytest.mark.parametrize(("mode", "text", "message"), [
+    (0o666, "gpu.weight\n", "is writable by its group or others (mode 666): not trusted"),
+    (0o620, "gpu.weight\n", "is writable by its group or others (mode 620): not trusted"),
+    (0o644, "gpu.weight\ncgroup.procs\n", "line 2: 'cgroup.procs' is not a pycgpu.io/"),
+    (0o644, b"gpu.weight\xff\n", "is not UTF-8 text"),
+])
+def test_an_untrusted_or_wrong_allow_list_refuses(cli, ctr, tmp_path, mode, text, message):
+    allow = tmp_path / "bad.allow"
+    if isinstance(text, bytes):
+        allow.write_bytes(text)
+    else:
+        allow.write_text(text)
+    allow.chmod(mode)
+    cli.env["PYCGPU_ALLOW_LIST"] = str(allow)
+    r = hook(cli, state(ctr, {"pycgpu.io/gpu.weight": "300"}), code=1)
+    assert message in r.output
+    assert "Traceback" not in r.output
+    assert _knob(cli, "gpu.weight") in (None, "default 100\n")
+
+
+def test_an_allow_list_owned_by_another_user_refuses(cli, ctr, tmp_path):
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("chown to another user needs root")
+    allow = tmp_path / "other.allow"
+    allow.write_text("gpu.weight\ngpu.priority\n")
+    allow.chmod(0o644)
+    os.chown(allow, 65534, 65534)
+    cli.env["PYCGPU_ALLOW_LIST"] = str(allow)
+    r = hook(cli, state(ctr, {"pycgpu.io/gpu.priority": "1023"}), code=1)
+    assert "is owned by uid 65534, not root: not trusted" in r.output
+
+
+def test_a_symlinked_allow_list_is_not_followed(cli, ctr, tmp_path):
+    real = tmp_path / "real.allow"
+    real.write_text("gpu.priority\n")
+    real.chmod(0o644)
+    link = tmp_path / "link.allow"
+    link.symlink_to(real)
+    cli.env["PYCGPU_ALLOW_LIST"] = str(link)
+    r = hook(cli, state(ctr, {"pycgpu.io/gpu.priority": "5"}), code=1)
+    assert "cannot open the allow-list" in r.output
+
+
+def test_the_hook_records_the_share_ids(cli, ctr):
+    """The device plugin's share IDs go on the container's cgroup, for the
+    exporter's pod labels (pycgpu.k8s.podresources); a bad one refuses."""
+    from pycgpu.k8s.podresources import share_ids_of
+
+    hook(cli, state(ctr, {"pycgpu.io/gpu.weight": "renderD128=300",
+                          "pycgpu.io/share-ids": "renderD128-s0,renderD128-s1"}))
+    assert share_ids_of(cli.fake.root / SCOPE) == ("renderD128-s0", "renderD128-s1")
+    r = hook(cli, state(ctr, {"pycgpu.io/share-ids": "renderD128-s0,../x"}), code=2)
+    assert "'../x' is not a share ID (renderDN-sK)" in r.output
+    # no knob: a node's allow-list that does not name it still accepts it
+    allow = cli.fake.root.parent / "weights.allow"
+    allow.write_text("gpu.weight\n")
+    allow.chmod(0o644)
+    cli.env["PYCGPU_ALLOW_LIST"] = str(allow)
+    hook(cli, state(ctr, {"pycgpu.io/gpu.weight": "renderD128=200",
+                          "pycgpu.io/share-ids": "renderD128-s4"}))
+    assert share_ids_of(cli.fake.root / SCOPE) == ("renderD128-s4",)

@@ -7,6 +7,7 @@ subprocess."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -146,14 +147,18 @@ def test_allocate_turns_shares_into_weight_and_memory(start, kubelet):
     assert three["cdi_devices"] == ["pycgpu.io/gpu=renderD128"]
     limit = per(8 * GIB, 3, 10)
     assert three["annotations"] == {ann.WEIGHT: "renderD128=300",
-                                    ann.MEMORY_MAX: f"renderD128={exact(limit)}"}
+                                    ann.MEMORY_MAX: f"renderD128={exact(limit)}",
+                                    ann.SHARE_IDS: "renderD128-s0,renderD128-s1,renderD128-s2"}
     assert three["envs"] == {} and three["devices"] == [] and three["mounts"] == []
     # no size known for renderD129: weight only
     assert one == {"cdi_devices": ["pycgpu.io/gpu=renderD129"],
-                   "annotations": {ann.WEIGHT: "renderD129=100"},
+                   "annotations": {ann.WEIGHT: "renderD129=100",
+                                   ann.SHARE_IDS: "renderD129-s7"},
                    "envs": {}, "devices": [], "mounts": []}
     assert spread["cdi_devices"] == ["pycgpu.io/gpu=renderD128", "pycgpu.io/gpu=renderD129"]
     assert spread["annotations"][ann.WEIGHT] == "renderD128=200,renderD129=100"
+    # the share IDs, for the exporter's pod labels: by device, then by index
+    assert spread["annotations"][ann.SHARE_IDS] == "renderD128-s5,renderD128-s6,renderD129-s0"
     # what the createRuntime hook makes of them
     request = ann.parse(three["annotations"], resolver(devices))
     assert request.settings.device_weights == {DevT(226, 128): 300}
@@ -384,7 +389,8 @@ def test_cli_plugin_process(sockdir, fake_sysfs):
         _node(sysfs, vgem, "renderD130", "226:130")
         kubelet.wait_devices(lambda d: ids("renderD130", 2) == d[-2:], "renderD130 added")
         (resp,) = kubelet.allocate(["renderD130-s0"])
-        assert dict(resp.annotations) == {ann.WEIGHT: "renderD130=100",
+        assert dict(resp.annotations) == {ann.SHARE_IDS: "renderD130-s0",
+                                          ann.WEIGHT: "renderD130=100",
                                           ann.MEMORY_MAX: "renderD130=512M"}
         (sysfs / "class" / "drm" / "renderD130").unlink()
         kubelet.wait_devices(lambda d: not any(i.startswith("renderD130") for i in d),
@@ -400,3 +406,62 @@ def test_cli_plugin_process(sockdir, fake_sysfs):
                    "range [1, 100]; ignored"], err
     assert any("registered pycgpu.io/gpu-share" in ln for ln in lines), err
     assert not (sockdir / "pycgpu-gpu-share.sock").exists()
+
+
+# the CDI spec follows the GPUs -----------------------------------------------------------------
+
+
+def test_the_cdi_spec_follows_gpus_that_come_and_go(sockdir, tmp_path):
+    """Written at the first refresh, rewritten atomically (a new file
+    renamed over the old one: a new inode) when the set of GPUs changes, left
+    alone when it does not, removed when no GPU is left."""
+    from pycgpu.oci import hook_command
+
+    spec = tmp_path / "cdi" / "pycgpu.json"
+    spec.parent.mkdir()
+    config, _ = sh.parse_config(("10",), 100, (), ())
+    source = StaticSource([gpu(128)])
+    logs: list[str] = []
+    plugin = DevicePlugin(config, source, log=logs.append, plugin_dir=sockdir,
+                          cdi_spec=spec, cdi_hook=hook_command("/opt/pycgpu/bin/pycgpu"))
+
+    def names() -> list[str]:
+        return [d["name"] for d in json.loads(spec.read_text())["devices"]]
+
+    plugin.refresh()
+    assert names() == ["renderD128", "all"]
+    doc = json.loads(spec.read_text())
+    assert doc["containerEdits"]["hooks"][0]["path"] == "/opt/pycgpu/bin/pycgpu"
+    first = spec.stat().st_ino
+    plugin.refresh()  # nothing changed: not rewritten
+    assert spec.stat().st_ino == first
+    source.set([gpu(128), gpu(129)])
+    plugin.refresh()
+    assert names() == ["renderD128", "renderD129", "all"]
+    assert spec.stat().st_ino != first  # replaced, not written in place
+    source.set([gpu(129)])
+    plugin.refresh()
+    assert names() == ["renderD129", "all"]
+    assert sorted(p.name for p in spec.parent.iterdir()) == ["pycgpu.json"]  # no temp files
+    source.set([])
+    plugin.refresh()
+    assert not spec.exists()
+    source.set([gpu(128)])
+    plugin.refresh()
+    assert names() == ["renderD128", "all"]
+    assert any("wrote the CDI spec" in line and "pycgpu.io/gpu=renderD129" in line
+               for line in logs)
+
+
+def test_an_unwritable_cdi_spec_is_logged_and_retried(sockdir, tmp_path):
+    spec = tmp_path / "missing-dir" / "pycgpu.json"
+    config, _ = sh.parse_config(("10",), 100, (), ())
+    logs: list[str] = []
+    plugin = DevicePlugin(config, StaticSource([gpu(128)]), log=logs.append,
+                          plugin_dir=sockdir, cdi_spec=spec)
+    plugin.refresh()
+    assert any("cannot write the CDI spec" in line for line in logs)
+    assert plugin.inventory()[0].device_ids() == ids("renderD128", 10)  # still advertised
+    spec.parent.mkdir()
+    plugin.refresh()
+    assert json.loads(spec.read_text())["devices"][0]["name"] == "renderD128"

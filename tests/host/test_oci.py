@@ -205,8 +205,11 @@ def test_patch_hook_mode_carries_knobs_in_annotations(bundle, cli):
         "pycgpu.io/gpu.memory.max": "226:128=1073741824,226:129=536870912",
         "pycgpu.io/image-check": "enforce",
     }
+    # the bundle's author set a priority: its hook entry allows it (a node's
+    # allow-list leaves priority off by default)
     assert doc["hooks"] == {"createRuntime": [
-        {"path": "/usr/local/bin/pycgpu", "args": ["pycgpu", "oci", "hook"]}]}
+        {"path": "/usr/local/bin/pycgpu",
+         "args": ["pycgpu", "oci", "hook", "--allow", "pycgpu.io/gpu.priority"]}]}
     assert "unified" not in doc["linux"]["resources"]
     # what the hook will read back
     from pycgpu.commands.common import State
@@ -601,6 +604,24 @@ def test_unpatch_removes_every_pycgpu_edit(cli, bundle):
     assert after["linux"]["devices"] == []
     assert after["linux"]["resources"]["devices"] == [DENY_ALL]
     assert oci_errors(after) == []
+
+
+def test_a_hook_entry_with_allow_options_is_pycgpus(cli, bundle):
+    """--priority puts --allow after `oci hook`: patching again replaces that
+    entry (one hook), and unpatch removes it."""
+    cli("oci", "patch", str(bundle), "--hook", "--hook-path", "/usr/bin/pycgpu",
+        "--priority", "-3")
+    cli("oci", "patch", str(bundle), "--hook", "--hook-path", "/usr/bin/pycgpu",
+        "--weight", "200")
+    _, _, hooks = knobs_of(load(bundle / "config.json"))
+    assert [h["args"] for h in hooks] == [["pycgpu", "oci", "hook"]]
+    cli("oci", "patch", str(bundle), "--hook", "--hook-path", "/usr/bin/pycgpu",
+        "--priority", "-3")
+    _, _, hooks = knobs_of(load(bundle / "config.json"))
+    assert [h["args"] for h in hooks] == [
+        ["pycgpu", "oci", "hook", "--allow", "pycgpu.io/gpu.priority"]]
+    cli("oci", "unpatch", str(bundle))
+    assert knobs_of(load(bundle / "config.json"))[2] == []
 
 
 def test_unpatch_keep_devices(cli, bundle, dev_root):

@@ -140,3 +140,59 @@ def test_no_totals_from_the_top_of_a_cgroup_namespace(tree):
     fill(tree.root, stat="226:128 usage_usec=7 wait_usec=0 sched=1\n",
          current="226:128 4096\n", weight="default 100\n")
     assert KernelSource(tree.root).sample().totals == {}
+
+
+# the fast path (the kernel's exact format, one regular expression per file)
+# and the general parsers read the same; a text off the fast path is still read
+
+_VALID_TEXTS = [
+    ("226:128 usage_usec=5 wait_usec=1\n226:129 usage_usec=0 wait_usec=0\n",
+     "226:128 4096\n226:129 0\n", "226:128 max\n226:129 8192\n", "226:128 4096\n226:129 0\n",
+     "226:128 max=3\n226:129 max=0\n", "default 100\n226:129 50\n", "0\n", "-5\n"),
+    # shapes only the general parsers take: extra keys, spaces, a sign, no newline
+    ("226:128 usage_usec=5 wait_usec=1 extra=2\n", "226:128  +4096", "226:128 max",
+     "226:128 7", "226:128 max=1 other=4", "default 100", "10", "10"),
+    # a device only in some files; no memory files
+    ("226:128 usage_usec=5 wait_usec=1\n", "226:129 4096\n", "", "", "", "default 300\n",
+     "1\n", "1\n"),
+    ("226:128 usage_usec=5 wait_usec=1\n", None, None, None, None, None, None, None),
+]
+
+
+@pytest.mark.parametrize("texts", _VALID_TEXTS)
+def test_fast_and_general_parses_agree(texts):
+    from pycgpu.usage import kernel
+
+    settings = kernel._settings(texts[2], texts[5], texts[6], texts[7])
+    fast = kernel._parse_valid(texts, settings)
+    slow = kernel._parse_in_order(texts, settings)
+    assert fast == slow
+    assert list(fast.devices) == list(slow.devices)
+    for d in fast.devices:
+        assert list(fast.devices[d].memory.items()) == list(slow.devices[d].memory.items())
+    assert kernel._parse(texts) == slow
+
+
+def test_fast_path_refuses_what_the_general_parser_refuses():
+    from pycgpu.usage import kernel
+
+    texts = ("226:128 usage_usec=5 wait_usec=1\n", "226:128 4096\n", "226:128 max\n",
+             "226:128 ten\n", "226:128 max=0\n", "default 100\n", "0\n", "0\n")
+    parsed = kernel._parse(texts, {})
+    assert parsed.error is not None and parsed.error.startswith("gpu.memory.peak: ")
+    assert parsed.devices[kernel.formats.DevT(226, 128)].memory == {"current": 4096,
+                                                                    "max": None}
+    # a device number out of range is refused on the fast path as well
+    bad = ("4096:0 usage_usec=5 wait_usec=1\n", None, None, None, None, None, None, None)
+    assert kernel._parse(bad).error.startswith("gpu.stat: ")
+
+
+def test_settings_are_parsed_once_per_text():
+    from pycgpu.usage import kernel
+
+    cache: dict = {}
+    texts = list(_VALID_TEXTS[0])
+    kernel._parse(tuple(texts), cache)
+    texts[0] = "226:128 usage_usec=6 wait_usec=1\n"  # the counters move
+    kernel._parse(tuple(texts), cache)
+    assert len(cache) == 1

@@ -311,7 +311,9 @@ def test_hook_applies_annotations(shell, runtime, mount, gpu, other_node):
               f"--memory-max {g}=32M --memory-max {o}=16M "
               f"--cgroups-path /$PARENT/ctr --no-terminal -- sh -c 'echo ready; read line'")
     config = json.loads((shell.workdir / "bundle" / "config.json").read_text())
-    assert config["hooks"]["createRuntime"][0]["args"] == ["pycgpu", "oci", "hook"]
+    # --priority: the hook entry allows it (the node's default allow-list does not)
+    assert config["hooks"]["createRuntime"][0]["args"] == [
+        "pycgpu", "oci", "hook", "--allow", "pycgpu.io/gpu.priority"]
     assert "unified" not in config["linux"]["resources"]
     ctr = shell.start(blocks[f"{runtime}:run"])
     try:
