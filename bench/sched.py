@@ -36,11 +36,26 @@ stock FIFO, with 10 and with 1,000 entities holding ready jobs, each
 owned from its own cgroup, on both devices at once, from ftrace
 (workqueue_execute_start to drm_run_job); the worse of the two ratios
 (see select_costs()).
-Writes bench/results/sched.json.
+On 7.3 (PYCGPU_BASE=7.3) device 1 keeps drm_sched's own policy as the VM
+booted it, FAIR (gpu_sched.sched_policy=2), so the side-by-side figures are
+against upstream's fair policy, and the run adds:
+container_share_error_pts{,_fair,_fifo}: two cgroups at equal weights, one
+running 1 saturating client and the other 9; the error of the first's share
+against 50% under the cgroup policy, under FAIR and under FIFO (drm_sched
+reloaded with sched_policy=1 for that load, then restored), from fdinfo;
+interactive_latency_p99_ratio_vs_fair: upstream's "heavy rendering and
+interactive client" scenario (tests_scheduler.c), each client in a cgroup of
+its own at equal weights, on both devices at once: the p99 of the
+interactive client's cycle latency (submit to done, less its 1 ms job) on
+the policy's device over that on FAIR's; throughput_ratio_vs_fair and
+select_cost_ratio_vs_fair: throughput_ratio and select_cost_ratio, whose
+second device is FAIR's.
+Writes bench/results/sched.json (6.12) or sched-7.3.json (7.3).
 """
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import random
@@ -57,6 +72,9 @@ from pycgpu import formats
 from pycgpu.cgroup import Cgroup, find_mount
 from pycgpu.usage.fdinfo import fd_devnum, parse_fdinfo
 
+BASE = os.environ.get("PYCGPU_BASE", "6.12")
+# what device 1 keeps: drm_sched's FIFO on 6.12; on 7.3 the boot's FAIR
+STOCK = "fair" if BASE == "7.3" else "fifo"
 JOB_NS = int(os.environ.get("BENCH_SCHED_JOB_NS", "5000000"))
 WINDOW_S = float(os.environ.get("BENCH_SCHED_WINDOW_S", "3"))
 # device 0 follows the gpu cgroup policy, device 1 (bit 1) keeps drm_sched's FIFO
@@ -84,6 +102,16 @@ def load_simgpu() -> tuple[Path, Path]:
     if len(nodes) != 2:
         raise RuntimeError(f"simgpu loaded with devices=2, but its render nodes are {nodes}")
     return nodes[0], nodes[1]
+
+
+def reload_sched(policy: int | None) -> tuple[Path, Path]:
+    """drm_sched (a module on 7.3) reloaded with sched_policy=@policy, or as
+    the kernel command line has it (None), and simgpu with it."""
+    subprocess.run(["rmmod", "simgpu"], check=True)
+    subprocess.run(["modprobe", "-r", "gpu-sched"], check=True)
+    subprocess.run(["modprobe", "gpu-sched",
+                    *([f"sched_policy={policy}"] if policy is not None else [])], check=True)
+    return load_simgpu()
 
 
 def check_policies(top: Cgroup, policy: Path, fifo: Path) -> None:
@@ -326,7 +354,89 @@ def side_by_side(top: Cgroup, nodes: tuple[Path, Path], idle: bool) -> tuple[flo
     return got[devt(nodes[0])], got[devt(nodes[1])]
 
 
+def container_share(top: Cgroup, node: Path, tag: str) -> float:
+    """Two cgroups at equal weights on @node, a with one saturating client
+    and b with nine: a's share, in %, of the GPU time of both over a window,
+    from the clients' fdinfo (which every device has)."""
+    a, b = top.child(f"cs-{tag}-a"), top.child(f"cs-{tag}-b")
+    for g in (a, b):
+        g.create()
+    dev = devt(node)
+    loads = [Load(node, a.path, JOB_NS, depth=4)]
+    try:
+        loads += [Load(node, b.path, JOB_NS, depth=4) for _ in range(9)]
+        time.sleep(0.5)
+        before = [client_busy_ns([load.proc.pid], dev) for load in loads]
+        time.sleep(WINDOW_S)
+        after = [client_busy_ns([load.proc.pid], dev) for load in loads]
+    finally:
+        for load in loads:
+            load.stop()
+    delta = [y - x for x, y in zip(before, after, strict=True)]
+    return 100.0 * delta[0] / sum(delta)
+
+
+def _heavy(node: str, cgroup: str, stop, ready) -> None:
+    """tests_scheduler.c's heavy rendering client: 3 jobs of 2.5 ms, wait
+    for the last, sleep 2.5 ms."""
+    Path(cgroup, "cgroup.procs").write_text(str(os.getpid()))
+    with SimGpu(node) as gpu:
+        ready.set()
+        while not stop.is_set():
+            seqno = 0
+            for _ in range(3):
+                seqno = gpu.submit(2_500_000)
+            gpu.wait(seqno)
+            time.sleep(0.0025)
+
+
+def _interactive(node: str, cgroup: str, out: str, stop, ready) -> None:
+    """tests_scheduler.c's interactive client: one 1 ms job, wait for it,
+    sleep 9 ms; writes its cycle latencies (submit to done, less the job)
+    in ns to @out, as JSON."""
+    Path(cgroup, "cgroup.procs").write_text(str(os.getpid()))
+    latencies = []
+    with SimGpu(node) as gpu:
+        ready.set()
+        while not stop.is_set():
+            t0 = time.monotonic_ns()
+            gpu.wait(gpu.submit(1_000_000))
+            latencies.append(time.monotonic_ns() - t0 - 1_000_000)
+            time.sleep(0.009)
+    Path(out).write_text(json.dumps(latencies))
+
+
+class Scenario(ClientProcess):
+    def __init__(self, target, node: Path, cgroup: Path, *args: object) -> None:
+        super().__init__(target, node, cgroup, *args, what="scenario client")
+
+
+def interactive_latency(top: Cgroup, nodes: tuple[Path, Path],
+                        scratch: Path) -> tuple[list[int], list[int]]:
+    """The heavy and the interactive client, each in a cgroup of its own at
+    equal weights, on both devices at once: the interactive client's cycle
+    latencies (ns, sorted) on each."""
+    clients: list[Scenario] = []
+    outs = []
+    try:
+        for which, node in zip(("policy", "stock"), nodes, strict=True):
+            heavy, inter = top.child(f"lat-{which}-heavy"), top.child(f"lat-{which}-inter")
+            for g in (heavy, inter):
+                g.create()
+            out = scratch / f"latency-{which}.json"
+            outs.append(out)
+            clients.append(Scenario(_heavy, node, heavy.path))
+            clients.append(Scenario(_interactive, node, inter.path, str(out)))
+        time.sleep(2 * WINDOW_S)
+    finally:
+        for client in clients:
+            client.stop()
+    return tuple(sorted(json.loads(out.read_text())) for out in outs)  # type: ignore[return-value]
+
+
 TRACEFS = Path("/sys/kernel/tracing")
+# drm_sched's event for a job handed to the driver: renamed in Linux 6.17
+RUN_EVENT = "drm_sched_job_run" if BASE == "7.3" else "drm_run_job"
 
 
 def _trace(setting: str, value: str) -> None:
@@ -370,7 +480,7 @@ def select_costs(top: Cgroup, nodes: tuple[Path, Path], active: int) -> tuple[fl
     _trace("tracing_on", "0")
     _trace("trace", "")
     _trace("buffer_size_kb", "32768")
-    for event in ("workqueue/workqueue_execute_start", "gpu_scheduler/drm_run_job"):
+    for event in ("workqueue/workqueue_execute_start", f"gpu_scheduler/{RUN_EVENT}"):
         _trace(f"events/{event}/enable", "1")
     try:
         _trace("tracing_on", "1")
@@ -388,7 +498,7 @@ def select_costs(top: Cgroup, nodes: tuple[Path, Path], active: int) -> tuple[fl
         _trace("tracing_on", "0")
         text = (TRACEFS / "trace").read_text()
     finally:
-        for event in ("workqueue/workqueue_execute_start", "gpu_scheduler/drm_run_job"):
+        for event in ("workqueue/workqueue_execute_start", f"gpu_scheduler/{RUN_EVENT}"):
             _trace(f"events/{event}/enable", "0")
         stop.set()
         for p in procs:
@@ -403,7 +513,7 @@ def select_costs(top: Cgroup, nodes: tuple[Path, Path], active: int) -> tuple[fl
         task, ts = fields[0], float(fields[-1].rstrip(":"))
         if body.startswith("workqueue_execute_start") and "drm_sched_run_job_work" in body:
             started[task] = ts
-        elif body.startswith("drm_run_job") and task in started:
+        elif body.startswith(RUN_EVENT) and task in started:
             ring = body.split("ring=")[1].split(".")[0]
             if ring in costs:
                 costs[ring].append((ts - started.pop(task)) * 1e9)
@@ -460,8 +570,11 @@ def main() -> int:
         busy_idle = side_by_side(top, (node, fifo_node), idle=True)
         select = {}
         for active in (10, 1000):
-            progress(f"selection cost, {active} active entities, policy and FIFO side by side")
+            progress(f"selection cost, {active} active entities, policy and {STOCK} side by side")
             select[active] = select_costs(top, (node, fifo_node), active)
+        mainline: dict[str, object] = {}
+        if BASE == "7.3":
+            mainline = mainline_figures(top, (node, fifo_node))
     finally:
         top.remove(recursive=True)
     shallow_err = {name: abs(shallow_got[name][0] - want)
@@ -491,6 +604,20 @@ def main() -> int:
         "job_ns": JOB_NS,
         "window_s": WINDOW_S,
     }
+    if mainline:
+        result.update(mainline)
+        result["throughput_ratio_vs_fair"] = result["throughput_ratio"]
+        result["select_cost_ratio_vs_fair"] = result["select_cost_ratio"]
+        rows += [
+            ("container_share_error_pts (1 vs 9 clients)",
+             f"policy {mainline['container_share_error_pts']:.2f}, FAIR "
+             f"{mainline['container_share_error_pts_fair']:.2f}, FIFO "
+             f"{mainline['container_share_error_pts_fifo']:.2f}"),
+            ("interactive_latency_p99_ratio_vs_fair",
+             f"{mainline['interactive_latency_p99_ratio_vs_fair']:.3f}  p99 policy "
+             f"{mainline['interactive_latency_p99_us']['policy']:.0f} us, FAIR "
+             f"{mainline['interactive_latency_p99_us']['fair']:.0f} us"),
+        ]
     rows += [
         ("fairness_max_error_pts", f"{result['fairness_max_error_pts']:.2f}"),
         ("convergence_ms (1:1 -> 1:9)", f"{conv:.0f} ms"),
@@ -513,9 +640,43 @@ def main() -> int:
            f" ratio {p / f:.2f}") for k, (p, f) in select.items()),
         ("select_cost_ratio", f"{result['select_cost_ratio']:.2f} (the worse of the two)"),
     ]
-    table(f"bench-sched: simgpu, {JOB_NS / 1e6:g} ms jobs, {WINDOW_S:g} s windows", rows)
-    save("sched", result)
+    result["base"] = BASE
+    result["stock_policy"] = STOCK
+    table(f"bench-sched ({BASE}): simgpu, {JOB_NS / 1e6:g} ms jobs, {WINDOW_S:g} s windows, "
+          f"against {STOCK.upper()}", rows)
+    save("sched" if BASE == "6.12" else f"sched-{BASE}", result)
     return 0
+
+
+def mainline_figures(top: Cgroup, nodes: tuple[Path, Path]) -> dict[str, object]:
+    """7.3's figures against upstream FAIR (device 1 as booted) and FIFO
+    (drm_sched reloaded with sched_policy=1 for one load, then restored)."""
+    import tempfile
+
+    progress("container share, 1 vs 9 clients: policy and FAIR")
+    policy = container_share(top, nodes[0], "policy")
+    fair = container_share(top, nodes[1], "fair")
+    progress("interactive latency beside a heavy client: policy and FAIR side by side")
+    with tempfile.TemporaryDirectory() as scratch:
+        lat_policy, lat_fair = interactive_latency(top, nodes, Path(scratch))
+    p99 = (pct(lat_policy, 0.99), pct(lat_fair, 0.99))
+    progress("container share, 1 vs 9 clients: FIFO (drm_sched reloaded)")
+    try:
+        fifo_nodes = reload_sched(1)
+        fifo = container_share(top, fifo_nodes[1], "fifo")
+    finally:
+        reload_sched(None)
+    return {
+        "container_share_error_pts": round(abs(policy - 50.0), 2),
+        "container_share_error_pts_fair": round(abs(fair - 50.0), 2),
+        "container_share_error_pts_fifo": round(abs(fifo - 50.0), 2),
+        "container_share_pct": {"policy": round(policy, 2), "fair": round(fair, 2),
+                                "fifo": round(fifo, 2)},
+        "interactive_latency_p99_ratio_vs_fair": round(p99[0] / p99[1], 3),
+        "interactive_latency_p99_us": {"policy": round(p99[0] / 1000, 1),
+                                       "fair": round(p99[1] / 1000, 1)},
+        "interactive_cycles": {"policy": len(lat_policy), "fair": len(lat_fair)},
+    }
 
 
 if __name__ == "__main__":

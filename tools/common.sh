@@ -3,13 +3,25 @@
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${PYCGPU_CACHE:-$HOME/.cache/pycgpu}
-SRC=$CACHE/linux          # kernel source, a git repository (tag pycgpu-base)
+# The kernel the series is built on: 6.12 (the LTS, default) or 7.3
+# (mainline). Each base has its own series (kernel/drivers-gpu-cgroup/BASE/)
+# and its own source and build trees in the cache, so switching is free.
+BASE=${PYCGPU_BASE:-6.12}
+case $BASE in
+	6.12 | 7.3) ;;
+	*)
+		printf 'PYCGPU_BASE must be 6.12 or 7.3, not %s\n' "$BASE" >&2
+		exit 2 ;;
+esac
+KCACHE=$CACHE/$BASE
+SRC=$KCACHE/linux         # kernel source, a git repository (tag pycgpu-base)
 # Kernel flavours share the source tree and build apart, so that each stays
 # incremental: test (vm.config) and NAME (vm.config + NAME.config beside it):
 # debug (KASAN, kmemleak, debug objects, hung-task detection, fault
 # injection) and kmemleak (the test kernel with kmemleak, to measure its cost).
 FLAVOUR=${PYCGPU_FLAVOUR:-test}
 SERIES_DIR=$ROOT/kernel/drivers-gpu-cgroup
+BASE_DIR=$SERIES_DIR/$BASE
 case $FLAVOUR in
 	test) SUFFIX= ;;
 	*[!a-z0-9]* | vm | '')
@@ -23,10 +35,12 @@ case $FLAVOUR in
 		}
 		SUFFIX=-$FLAVOUR ;;
 esac
-OUT=$CACHE/build$SUFFIX   # kernel build tree (make O=)
-EXT=$CACHE/ext$SUFFIX     # out-of-tree module build (top-level Kbuild)
-KTARBALL=${PYCGPU_KERNEL_TARBALL:-/usr/src/linux-source-6.12.tar.xz}
-KPACKAGE=linux-source-6.12
+OUT=$KCACHE/build$SUFFIX  # kernel build tree (make O=)
+EXT=$KCACHE/ext$SUFFIX    # out-of-tree module build (top-level Kbuild)
+# Debian's source package of the base: installed for 6.12 (bookworm has it),
+# downloaded into the cache for 7.3 (tools/kernel.sh prepare).
+KPACKAGE=linux-source-$BASE
+KTARBALL=${PYCGPU_KERNEL_TARBALL:-}
 VENV=$ROOT/.venv
 JOBS=${JOBS:-$(nproc)}
 # virtme-ng comes with the project's venv (tools/setup-host.sh)

@@ -4,6 +4,8 @@
 set -u
 cd "$(dirname "$0")/.." || exit 1
 export PYCGPU_IN_VM=1 PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+# the host boots once more a guest that died before this line
+touch "$PYCGPU_VM_OUT/started"
 # cgroup2 is mounted by virtme-ng's init; make sure, for older versions.
 if ! grep -q ' /sys/fs/cgroup cgroup2 ' /proc/mounts; then
 	mount -t cgroup2 none /sys/fs/cgroup
@@ -12,6 +14,9 @@ fi
 if ! grep -q ' /sys/kernel/debug debugfs ' /proc/mounts; then
 	mount -t debugfs none /sys/kernel/debug 2>/dev/null
 fi
+# drm_sched, a module on 7.3, with the options of the kernel command line
+# (simgpu is loaded with insmod, which resolves no dependency)
+modprobe -q gpu-sched 2>/dev/null || true
 bash -c "$1"
 rc=$?
 # a kernel with kmemleak: scan twice (objects must stay unreferenced) and

@@ -78,6 +78,26 @@ enum gpucg_take {
 	GPUCG_HOLD,
 };
 
+/**
+ * struct gpucg_group_ops - the driver's run queues per cgroup
+ * @alloc: allocates the driver's run queue of one cgroup on the engine,
+ *	   which embeds a &struct gpucg_queue; returns that, or NULL. The
+ *	   core sets the queue up. Process context, may sleep.
+ * @free: frees it, once no work is queued in it. Process context.
+ *
+ * For a scheduler that orders its queues inside a cgroup by a policy of its
+ * own (drm_sched's fair policy): it keeps a run queue per cgroup and
+ * engine, which the core creates and frees with the cgroup's state on the
+ * engine, and the core orders those run queues by the cgroups' weights and
+ * priorities (gpucg_engine_create_grouped()).
+ */
+struct gpucg_group_ops {
+	struct gpucg_queue *(*alloc)(void *priv);
+	void (*free)(struct gpucg_queue *q, void *priv);
+};
+
+struct lock_class_key;
+
 #ifdef CONFIG_CGROUP_GPU
 
 struct gpucg_device *gpucg_register_device(dev_t devt);
@@ -97,8 +117,19 @@ struct gpucg_client *gpucg_client_tryget(struct gpucg_client *client);
 void gpucg_client_put(struct gpucg_client *client);
 void gpucg_client_set_owner(struct gpucg_client *client);
 
-struct gpucg_engine *gpucg_engine_create(struct gpucg_device *dev);
+struct gpucg_engine *__gpucg_engine_create(struct gpucg_device *dev,
+					   bool schedules,
+					   const struct gpucg_group_ops *ops,
+					   void *priv,
+					   struct lock_class_key *key);
 void gpucg_engine_destroy(struct gpucg_engine *engine);
+struct gpucg_queue *gpucg_client_group(struct gpucg_engine *engine,
+				       struct gpucg_client *client);
+void gpucg_client_group_prepare(struct gpucg_engine *engine,
+				struct gpucg_client *client);
+bool gpucg_group_tryget(struct gpucg_queue *q);
+void gpucg_group_get(struct gpucg_queue *q);
+void gpucg_group_put(struct gpucg_queue *q);
 
 int gpucg_queue_init(struct gpucg_queue *q, struct gpucg_engine *engine,
 		     struct gpucg_client *client, int ctx_prio);
@@ -178,9 +209,36 @@ static inline void gpucg_client_set_owner(struct gpucg_client *client)
 {
 }
 
-static inline struct gpucg_engine *gpucg_engine_create(struct gpucg_device *dev)
+static inline struct gpucg_engine *
+__gpucg_engine_create(struct gpucg_device *dev, bool schedules,
+		      const struct gpucg_group_ops *ops, void *priv,
+		      struct lock_class_key *key)
 {
 	return NULL;
+}
+
+static inline struct gpucg_queue *
+gpucg_client_group(struct gpucg_engine *engine, struct gpucg_client *client)
+{
+	return NULL;
+}
+
+static inline void gpucg_client_group_prepare(struct gpucg_engine *engine,
+					      struct gpucg_client *client)
+{
+}
+
+static inline bool gpucg_group_tryget(struct gpucg_queue *q)
+{
+	return false;
+}
+
+static inline void gpucg_group_get(struct gpucg_queue *q)
+{
+}
+
+static inline void gpucg_group_put(struct gpucg_queue *q)
+{
 }
 
 static inline void gpucg_engine_destroy(struct gpucg_engine *engine)
@@ -243,4 +301,34 @@ static inline u32 gpucg_queue_share(struct gpucg_queue *q)
 }
 
 #endif /* CONFIG_CGROUP_GPU */
+
+/**
+ * gpucg_engine_create() - add an engine of queues to a device
+ * @dev: the device; NULL gives a NULL engine
+ * @schedules: whether its scheduler orders its queues by the controller
+ *
+ * See __gpucg_engine_create(); each call site has its own lock class.
+ */
+#define gpucg_engine_create(dev, schedules)				\
+({									\
+	static struct lock_class_key __gpucg_key;			\
+									\
+	__gpucg_engine_create(dev, schedules, NULL, NULL, &__gpucg_key); \
+})
+
+/**
+ * gpucg_engine_create_grouped() - add an engine of run queues per cgroup
+ * @dev: the device; NULL gives a NULL engine
+ * @ops: the driver's run queues
+ * @priv: passed to @ops
+ *
+ * See __gpucg_engine_create(); each call site has its own lock class.
+ */
+#define gpucg_engine_create_grouped(dev, ops, priv)			\
+({									\
+	static struct lock_class_key __gpucg_key;			\
+									\
+	__gpucg_engine_create(dev, true, ops, priv, &__gpucg_key);	\
+})
+
 #endif /* _LINUX_CGROUP_GPU_H */

@@ -144,7 +144,7 @@ struct gpucg_device *gpucg_register_device(dev_t devt)
 	struct gpucg_device *dev;
 	int ret;
 
-	dev = kzalloc(sizeof(*dev), GFP_KERNEL);
+	dev = kzalloc_obj(*dev);
 	if (!dev)
 		return ERR_PTR(-ENOMEM);
 	dev->devt = devt;
@@ -275,7 +275,7 @@ static struct gpucg_pool *gpucg_pool_create(struct gpucg *cg,
 	if (parent != &gpucg_root)
 		ppool = xa_load(&parent->pools, dev->id);
 
-	pool = kzalloc(sizeof(*pool), GFP_KERNEL);
+	pool = kzalloc_obj(*pool);
 	if (!pool)
 		return ERR_PTR(-ENOMEM);
 	pool->cg = cg;
@@ -405,7 +405,7 @@ gpucg_css_alloc(struct cgroup_subsys_state *parent_css)
 	if (!parent_css) {
 		cg = &gpucg_root;
 	} else {
-		cg = kzalloc(sizeof(*cg), GFP_KERNEL);
+		cg = kzalloc_obj(*cg);
 		if (!cg)
 			return ERR_PTR(-ENOMEM);
 	}

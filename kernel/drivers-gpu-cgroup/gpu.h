@@ -12,8 +12,17 @@
 #include <linux/mutex.h>
 #include <linux/page_counter.h>
 #include <linux/rbtree.h>
+#include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/xarray.h>
+
+/*
+ * The controller's files are one source for Linux 7.3 and the 6.12 LTS:
+ * the typed allocator of 7.x, on 6.12 for the one use made of it here.
+ */
+#ifndef kzalloc_obj
+#define kzalloc_obj(P)	kzalloc(sizeof(P), GFP_KERNEL)
+#endif
 
 #define GPUCG_PRIO_MIN		(-1023)
 #define GPUCG_PRIO_MAX		1023

@@ -69,12 +69,31 @@
  * cgroup's own queues, which cgroup v2 allows only at the root, compete
  * with its children as one more child of the default weight.
  *
+ * Grouped engines. A scheduler with a fair policy of its own inside a run
+ * queue (drm_sched's since Linux 7.2: a vruntime per entity, its priority a
+ * multiplier of it) keeps that policy inside each cgroup, as CFS group
+ * scheduling does: the engine is created with &struct gpucg_group_ops, the
+ * core gives every cgroup's entity on it one queue that stands for a run
+ * queue of the driver's (gpucg_client_group()), and the driver puts each
+ * client's work in the run queue of its owner's cgroup. The core orders the
+ * run queues as above (priority, then vtime over weight, with anticipation
+ * and in-flight estimates), the driver's policy the work inside one. With
+ * every client in one cgroup the choices are the driver's alone; an
+ * entity's priority weighs it against its own cgroup's entities and never
+ * against another cgroup's. The run queues are created and freed with the
+ * cgroups' entities, so a cgroup that goes away takes its run queue along.
+ *
  * Locking: an engine's lock protects its entities' trees, keys, vtimes and
  * anticipation, and is taken with interrupts off: drivers call in from
- * fence callbacks and interrupts. gpucg_mutex (gpu.c) protects the
- * creation and freeing of entities and engines; it nests outside engine
- * locks. A queue and a ticket pin the cgroup of their entity, and entities
- * live until their cgroup is freed or their engine destroyed. The entity an
+ * fence callbacks and interrupts (each driver's engines have a lock class
+ * of their own, so that one that nests its run queues' locks inside, as
+ * drm_sched does, and never calls in from an interrupt is told apart).
+ * gpucg_mutex (gpu.c) protects the creation and freeing of entities and
+ * engines; it nests outside engine locks. A queue and a ticket pin the
+ * cgroup of their entity; a grouped engine's run queue is pinned by its
+ * driver (gpucg_client_group()), for as long as work sits in it. Entities
+ * and run queues live until their cgroup is freed or their engine
+ * destroyed. The entity an
  * engine anticipates is not pinned, so that an idle engine keeps no
  * removed cgroup alive: freeing the entity clears it.
  */
@@ -137,6 +156,7 @@ struct gpucg_entity {
 	int			left_key;	/* the band it left last */
 	bool			active;
 	bool			placed;		/* has been active once */
+	struct gpucg_queue	*group;		/* its run queue, grouped engines */
 };
 
 struct gpucg_engine {
@@ -150,6 +170,9 @@ struct gpucg_engine {
 	struct gpucg_entity	*antic;		/* anticipated; cleared if freed */
 	u64			antic_until;
 	u64			est_ns;		/* average job of all entities */
+	bool			schedules;	/* its scheduler follows the policy */
+	const struct gpucg_group_ops *group_ops; /* NULL: not grouped */
+	void			*group_priv;
 };
 
 struct gpucg_client {
@@ -158,6 +181,9 @@ struct gpucg_client {
 	struct mutex		lock;	/* serializes owner changes */
 	refcount_t		ref;	/* the DRM file's, and its queues' */
 };
+
+static struct gpucg_queue *gpucg_next(struct gpucg_engine *engine);
+static void gpucg_queue_deactivate(struct gpucg_queue *q, u64 now);
 
 static u64 gpucg_window(struct gpucg_entity *e)
 {
@@ -358,6 +384,41 @@ static struct gpucg_entity *gpucg_entity_find(struct gpucg *cg,
 	return pool ? xa_load(&pool->ents, engine->id) : NULL;
 }
 
+/*
+ * Gives @ent of @cg its run queue, on a grouped engine: a queue of the
+ * entity that stands for the cgroup, with no client and no reference of its
+ * own (the entity lives as long as the cgroup).
+ */
+static int gpucg_group_alloc(struct gpucg_entity *ent, struct gpucg *cg)
+{
+	struct gpucg_engine *engine = ent->engine;
+	struct gpucg_queue *q;
+
+	if (!engine->group_ops)
+		return 0;
+	q = engine->group_ops->alloc(engine->group_priv);
+	if (!q)
+		return -ENOMEM;
+	memset(q, 0, sizeof(*q));
+	RB_CLEAR_NODE(&q->node);
+	q->engine = engine;
+	q->ent = ent;
+	q->cg = cg;
+	ent->group = q;
+	return 0;
+}
+
+static void gpucg_group_free(struct gpucg_entity *ent)
+{
+	struct gpucg_engine *engine = ent->engine;
+
+	if (!ent->group)
+		return;
+	WARN_ON_ONCE(ent->group->active);
+	engine->group_ops->free(ent->group, engine->group_priv);
+	ent->group = NULL;
+}
+
 /* The entity of @cg on @engine, created with its ancestors' if missing. */
 static struct gpucg_entity *gpucg_entity_get(struct gpucg *cg,
 					     struct gpucg_engine *engine)
@@ -380,13 +441,16 @@ static struct gpucg_entity *gpucg_entity_get(struct gpucg *cg,
 			;
 		parent = p->parent ? xa_load(&p->parent->ents, engine->id) :
 			 &engine->top;
-		ent = kzalloc(sizeof(*ent), GFP_KERNEL);
+		ent = kzalloc_obj(*ent);
 		if (!ent)
 			return ERR_PTR(-ENOMEM);
 		gpucg_entity_init(ent, engine, parent, p);
 		ent->prio = gpucg_priority_effective(p->cg);
-		ret = xa_insert(&p->ents, engine->id, ent, GFP_KERNEL);
+		ret = gpucg_group_alloc(ent, p->cg);
+		if (!ret)
+			ret = xa_insert(&p->ents, engine->id, ent, GFP_KERNEL);
 		if (ret) {
+			gpucg_group_free(ent);
 			kfree(ent);
 			return ERR_PTR(ret);
 		}
@@ -396,26 +460,49 @@ static struct gpucg_entity *gpucg_entity_get(struct gpucg *cg,
 }
 
 /**
- * gpucg_engine_create() - add an engine, one hardware scheduler, to a device
+ * __gpucg_engine_create() - add an engine, one hardware scheduler, to a device
  * @dev: the device, from gpucg_register_device(); NULL is allowed
+ * @schedules: whether the engine's scheduler orders its queues by the
+ *	       controller's policy; false for one that only charges GPU
+ *	       time (gpu.stat says sched=0 for a device with no engine that
+ *	       schedules, and refuses a per-device gpu.weight for it)
+ * @ops: for a grouped engine, the driver's run queues per cgroup (see
+ *	 &struct gpucg_group_ops); NULL for an engine of queues
+ * @priv: passed to @ops
+ * @key: the lock class of the engine's lock, one per caller: drivers call
+ *	 in from different contexts and nest their own locks inside
+ *
+ * Called through gpucg_engine_create() and gpucg_engine_create_grouped().
  *
  * Context: process context, may sleep.
  * Return: the engine, NULL if @dev is NULL, or an ERR_PTR().
  */
-struct gpucg_engine *gpucg_engine_create(struct gpucg_device *dev)
+struct gpucg_engine *__gpucg_engine_create(struct gpucg_device *dev,
+					   bool schedules,
+					   const struct gpucg_group_ops *ops,
+					   void *priv,
+					   struct lock_class_key *key)
 {
 	struct gpucg_engine *engine;
 
 	if (!dev)
 		return NULL;
-	engine = kzalloc(sizeof(*engine), GFP_KERNEL);
+	engine = kzalloc_obj(*engine);
 	if (!engine)
 		return ERR_PTR(-ENOMEM);
 	engine->dev = dev;
+	engine->schedules = schedules;
+	engine->group_ops = ops;
+	engine->group_priv = priv;
 	spin_lock_init(&engine->lock);
+	lockdep_set_class(&engine->lock, key);
 	INIT_LIST_HEAD(&engine->ents);
 	gpucg_entity_init(&engine->top, engine, NULL, NULL);
 	gpucg_entity_init(&engine->root, engine, &engine->top, NULL);
+	if (gpucg_group_alloc(&engine->root, &gpucg_root)) {
+		kfree(engine);
+		return ERR_PTR(-ENOMEM);
+	}
 
 	mutex_lock(&gpucg_mutex);
 	engine->id = dev->nr_engines++;
@@ -423,34 +510,46 @@ struct gpucg_engine *gpucg_engine_create(struct gpucg_device *dev)
 	mutex_unlock(&gpucg_mutex);
 	return engine;
 }
-EXPORT_SYMBOL_GPL(gpucg_engine_create);
+EXPORT_SYMBOL_GPL(__gpucg_engine_create);
 
 /**
  * gpucg_engine_destroy() - remove an engine and its state in every cgroup
  * @engine: from gpucg_engine_create(); NULL and ERR_PTR()s are ignored
  *
  * Every queue on it must have gone through gpucg_queue_fini(); tickets may
- * not outlive it either.
+ * not outlive it either, but on a grouped engine, whose run queues go with
+ * it active or not: there gpucg_charge() with a NULL engine drops them.
  *
  * Context: process context, may sleep.
  */
 void gpucg_engine_destroy(struct gpucg_engine *engine)
 {
 	struct gpucg_entity *ent, *tmp;
+	struct gpucg_queue *q;
+	unsigned long flags;
 
 	if (IS_ERR_OR_NULL(engine))
 		return;
 	mutex_lock(&gpucg_mutex);
+	if (engine->group_ops) {
+		spin_lock_irqsave(&engine->lock, flags);
+		while ((q = gpucg_next(engine)))
+			gpucg_queue_deactivate(q, ktime_get_ns());
+		spin_unlock_irqrestore(&engine->lock, flags);
+	}
 	WARN_ON_ONCE(!RB_EMPTY_ROOT(&engine->top.children.rb_root));
 	list_for_each_entry_safe(ent, tmp, &engine->ents, engine_node) {
-		WARN_ON_ONCE(ent->active || ent->inflight ||
-			     !RB_EMPTY_ROOT(&ent->queues.rb_root));
+		/* a grouped engine's scheduler may go with jobs in flight */
+		WARN_ON_ONCE(ent->active || !RB_EMPTY_ROOT(&ent->queues.rb_root) ||
+			     (ent->inflight && !engine->group_ops));
 		xa_erase(&ent->pool->ents, engine->id);
 		list_del(&ent->engine_node);
+		gpucg_group_free(ent);
 		kfree(ent);
 	}
 	list_del(&engine->dev_node);
 	mutex_unlock(&gpucg_mutex);
+	gpucg_group_free(&engine->root);
 	kfree(engine);
 }
 EXPORT_SYMBOL_GPL(gpucg_engine_destroy);
@@ -472,6 +571,7 @@ void gpucg_sched_pool_free(struct gpucg_pool *pool)
 			     !RB_EMPTY_ROOT(&ent->queues.rb_root) ||
 			     !RB_EMPTY_ROOT(&ent->children.rb_root));
 		list_del(&ent->engine_node);
+		gpucg_group_free(ent);
 		kfree(ent);
 	}
 	xa_destroy(&pool->ents);
@@ -479,8 +579,13 @@ void gpucg_sched_pool_free(struct gpucg_pool *pool)
 
 bool gpucg_device_schedules(struct gpucg_device *dev)
 {
+	struct gpucg_engine *engine;
+
 	lockdep_assert_held(&gpucg_mutex);
-	return !list_empty(&dev->engines);
+	list_for_each_entry(engine, &dev->engines, dev_node)
+		if (engine->schedules)
+			return true;
+	return false;
 }
 
 /*
@@ -533,7 +638,7 @@ static struct gpucg_client *gpucg_client_new(struct gpucg_device *dev,
 {
 	struct gpucg_client *client;
 
-	client = kzalloc(sizeof(*client), GFP_KERNEL);
+	client = kzalloc_obj(*client);
 	if (!client) {
 		css_put(&cg->css);
 		return ERR_PTR(-ENOMEM);
@@ -875,6 +980,114 @@ void gpucg_queue_move(struct gpucg_queue *q, struct gpucg_engine *engine)
 }
 EXPORT_SYMBOL_GPL(gpucg_queue_move);
 
+/**
+ * gpucg_client_group() - the run queue of a client's cgroup on a grouped
+ *			  engine
+ * @engine: an engine from gpucg_engine_create_grouped()
+ * @client: the client; NULL stands for the root cgroup
+ *
+ * The queue of the cgroup that owns @client now, pinned: the driver keeps
+ * it while work of the client's sits in it and drops it with
+ * gpucg_group_put(). The root cgroup's if the cgroup has none (its
+ * allocation failed, or the cgroup is going away).
+ *
+ * Context: any context.
+ * Return: the queue, embedded in the driver's run queue.
+ */
+struct gpucg_queue *gpucg_client_group(struct gpucg_engine *engine,
+				       struct gpucg_client *client)
+{
+	struct gpucg_entity *ent = NULL;
+	struct gpucg *cg;
+
+	rcu_read_lock();
+	cg = client ? rcu_dereference(client->cg) : &gpucg_root;
+	if (cg != &gpucg_root && css_tryget(&cg->css)) {
+		ent = gpucg_entity_find(cg, engine);
+		if (!ent || !ent->group) {
+			css_put(&cg->css);
+			ent = NULL;
+		}
+	}
+	rcu_read_unlock();
+	return ent ? ent->group : engine->root.group;
+}
+EXPORT_SYMBOL_GPL(gpucg_client_group);
+
+/**
+ * gpucg_client_group_prepare() - create the run queue of a client's cgroup
+ *				  on a grouped engine
+ * @engine: an engine from gpucg_engine_create_grouped()
+ * @client: the client; NULL is allowed
+ *
+ * The core makes every cgroup's run queues on the engines a device has
+ * when a client is created or its owner moves; a scheduler created later
+ * (one per firmware queue, say) calls this before it needs the run queue
+ * in a context that cannot sleep. Cheap when it exists.
+ *
+ * Context: process context, may sleep.
+ */
+void gpucg_client_group_prepare(struct gpucg_engine *engine,
+				struct gpucg_client *client)
+{
+	struct gpucg *cg;
+	bool found;
+
+	if (!engine || !client)
+		return;
+	rcu_read_lock();
+	cg = rcu_dereference(client->cg);
+	found = cg == &gpucg_root || gpucg_entity_find(cg, engine);
+	rcu_read_unlock();
+	if (found)
+		return;
+	mutex_lock(&client->lock);
+	cg = rcu_dereference_protected(client->cg, lockdep_is_held(&client->lock));
+	mutex_lock(&gpucg_mutex);
+	gpucg_entity_get(cg, engine);	/* else the root cgroup's is used */
+	mutex_unlock(&gpucg_mutex);
+	mutex_unlock(&client->lock);
+}
+EXPORT_SYMBOL_GPL(gpucg_client_group_prepare);
+
+/**
+ * gpucg_group_tryget() - pin a run queue that may be going away
+ * @q: a run queue of a grouped engine, under rcu_read_lock(): its memory
+ *     stays until a grace period after its cgroup's last pin went
+ *
+ * Context: any context, under rcu_read_lock().
+ * Return: whether it is pinned now.
+ */
+bool gpucg_group_tryget(struct gpucg_queue *q)
+{
+	return css_tryget(&q->cg->css);
+}
+EXPORT_SYMBOL_GPL(gpucg_group_tryget);
+
+/**
+ * gpucg_group_get() - pin a run queue again
+ * @q: a queue from gpucg_client_group(), still pinned
+ *
+ * Context: any context.
+ */
+void gpucg_group_get(struct gpucg_queue *q)
+{
+	css_get(&q->cg->css);
+}
+EXPORT_SYMBOL_GPL(gpucg_group_get);
+
+/**
+ * gpucg_group_put() - unpin a run queue from gpucg_client_group()
+ * @q: the queue
+ *
+ * Context: any context.
+ */
+void gpucg_group_put(struct gpucg_queue *q)
+{
+	css_put(&q->cg->css);
+}
+EXPORT_SYMBOL_GPL(gpucg_group_put);
+
 /* The queue that runs next: the leftmost path of the tree. */
 static struct gpucg_queue *gpucg_next(struct gpucg_engine *engine)
 {
@@ -1016,6 +1229,9 @@ void gpucg_queue_start(struct gpucg_queue *q, struct gpucg_ticket *t)
 	    rcu_access_pointer(q->client->cg) != q->cg) {
 		gpucg_queue_deactivate(q, now);
 		gpucg_queue_activate(q, now);
+	} else if (!q->active) {
+		/* one that is never active: a scheduler that only charges */
+		gpucg_queue_bind(q);
 	}
 	ent = q->ent;
 	css_get(&q->cg->css);
@@ -1095,7 +1311,8 @@ void gpucg_charge(struct gpucg_engine *engine, struct gpucg_ticket *t, u64 ns)
 	if (ns)
 		engine->est_ns = engine->est_ns ?
 				 (7 * engine->est_ns + ns) / 8 : ns;
-	if (!ent->inflight && !ent->active && gpucg_anticipate_ns) {
+	/* only work that waits to be ready again: never the kernel's own */
+	if (!ent->inflight && !ent->active && ent->placed && gpucg_anticipate_ns) {
 		if (ns && ent->think_ns < gpucg_window(ent)) {
 			engine->antic = ent;
 			engine->antic_until = now + gpucg_window(ent);

@@ -69,6 +69,7 @@
 #include <linux/minmax.h>
 
 #include <drm/drm_file.h>
+#include <drm/drm_print.h>
 
 #include "gem/i915_gem_context.h"
 #include "gt/intel_context.h"
@@ -99,7 +100,7 @@ void i915_gpucg_init(struct drm_i915_private *i915)
 	unsigned int class;
 
 	for (class = 0; class < ARRAY_SIZE(i915->gpucg); class++) {
-		engine = gpucg_engine_create(i915->drm.gpucg);
+		engine = gpucg_engine_create(i915->drm.gpucg, true);
 		if (IS_ERR(engine)) {
 			drm_warn(&i915->drm,
 				 "gpu cgroup: no engines (%pe): contexts not scheduled by cgroup\n",

@@ -21,8 +21,9 @@
  * (job_gpu_time).
  *
  * Every device but those in the module parameter fifo follows the gpu
- * cgroup controller's policy; those keep drm_sched's FIFO policy, so that
- * benchmarks can compare both side by side.
+ * cgroup controller's policy; those keep drm_sched's own policy (FIFO on
+ * 6.12; drm_sched.sched_policy on 7.3, where the cgroup order extends the
+ * fair policy), so that benchmarks can compare both side by side.
  *
  * Closing a file goes through drm_sched_entity_destroy(): a process that
  * closes it waits (killably) until its queued jobs were handed to the
@@ -46,6 +47,7 @@
 #include <linux/platform_device.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
+#include <linux/version.h>
 #include <linux/wait.h>
 
 #include <drm/drm_drv.h>
@@ -57,6 +59,19 @@
 #include <drm/gpu_scheduler.h>
 
 #include "simgpu_drm.h"
+
+/*
+ * simgpu builds against both bases of the series, Linux 6.12 and 7.3. What
+ * it uses that changed in between: hrtimer_setup() replaced hrtimer_init()
+ * (6.13), drm_driver.date went away (6.14), and a timeout handler says
+ * DRM_GPU_SCHED_STAT_NO_HANG (6.17) where it said
+ * DRM_GPU_SCHED_STAT_NOMINAL for a job that is only late.
+ */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 17, 0)
+#define SIMGPU_SCHED_STAT_LATE	DRM_GPU_SCHED_STAT_NO_HANG
+#else
+#define SIMGPU_SCHED_STAT_LATE	DRM_GPU_SCHED_STAT_NOMINAL
+#endif
 
 #define SIMGPU_MAX_DEVICES	8
 #define SIMGPU_MAX_ENGINES	4
@@ -78,7 +93,7 @@ MODULE_PARM_DESC(credits, "jobs in flight per engine (1-64, default 1)");
 
 static unsigned int fifo;
 module_param(fifo, uint, 0444);
-MODULE_PARM_DESC(fifo, "bitmask of the devices that keep drm_sched's FIFO policy instead of the gpu cgroup's (default 0)");
+MODULE_PARM_DESC(fifo, "bitmask of the devices that keep drm_sched's own policy instead of the gpu cgroup's (default 0)");
 
 static const char *const simgpu_engine_names[SIMGPU_MAX_ENGINES] = {
 	"render", "copy", "video", "compute",
@@ -249,7 +264,7 @@ static u64 simgpu_job_gpu_time(struct drm_sched_job *sched_job)
 /* A simulated engine never hangs: a job only runs late under emulation. */
 static enum drm_gpu_sched_stat simgpu_timedout_job(struct drm_sched_job *job)
 {
-	return DRM_GPU_SCHED_STAT_NOMINAL;
+	return SIMGPU_SCHED_STAT_LATE;
 }
 
 static void simgpu_free_job(struct drm_sched_job *sched_job)
@@ -542,7 +557,9 @@ static const struct drm_driver simgpu_driver = {
 	DRM_GEM_SHMEM_DRIVER_OPS,
 	.name			= "simgpu",
 	.desc			= "Simulated GPU for the gpu cgroup controller",
+#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 14, 0)
 	.date			= "20261123",
+#endif
 	.major			= 2,
 	.minor			= 0,
 };
@@ -583,8 +600,13 @@ static int simgpu_engines_init(struct simgpu_device *sdev, unsigned int id)
 		spin_lock_init(&engine->lock);
 		INIT_LIST_HEAD(&engine->hw);
 		init_waitqueue_head(&engine->idle_wq);
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 13, 0)
+		hrtimer_setup(&engine->timer, simgpu_engine_timer,
+			      CLOCK_MONOTONIC, HRTIMER_MODE_ABS);
+#else
 		hrtimer_init(&engine->timer, CLOCK_MONOTONIC, HRTIMER_MODE_ABS);
 		engine->timer.function = simgpu_engine_timer;
+#endif
 		snprintf(engine->name, sizeof(engine->name), "simgpu%u.%s", id,
 			 simgpu_engine_names[i]);
 		args.name = engine->name;

@@ -1,0 +1,556 @@
+// SPDX-License-Identifier: MIT
+/*
+ * drm_sched and the gpu cgroup controller.
+ *
+ * A scheduler whose driver passes its device's &drm_device.gpucg in
+ * &drm_sched_init_args is an engine of the gpu cgroup controller
+ * (include/linux/cgroup_gpu.h, kernel/cgroup/gpu_sched.c).
+ *
+ * Under the fair policy (drm_sched.sched_policy=2) the scheduler follows
+ * the controller as CFS group scheduling follows the cpu controller: every
+ * cgroup whose clients submit to the scheduler has a run queue of its own,
+ * an ordinary &struct drm_sched_rq in which upstream's fair policy orders
+ * that cgroup's entities by their vruntime (sched_rq.c, unchanged), and the
+ * controller orders those run queues, strictly by gpu.priority and then by
+ * GPU time over gpu.weight down the hierarchy, with anticipation for clients
+ * that keep one job queued and in-flight estimates for schedulers with
+ * several slots. A selection asks the controller for the best run queue
+ * and upstream's drm_sched_rq_select_entity() for the entity in it, so the
+ * entities of one cgroup, and all entities when no cgroup is configured,
+ * get exactly what upstream's fair policy gives them. An entity's priority
+ * (its vruntime multiplier) weighs it against the other entities of its
+ * cgroup; what its cgroup gets against the others is gpu.weight's and
+ * gpu.priority's alone. Entities without a client (the kernel's own jobs,
+ * drm_client_id 0) stay in the scheduler's own run queue, which goes first.
+ *
+ * An entity joins the run queue of its client's cgroup at its first job,
+ * and moves to another when its client's owner has moved, at the next job's
+ * drm_sched_job_arm() (drm_sched_entity_select_rq()), with its queued jobs
+ * if it has any (drm_sched_rq_move_entity(): a client that never idles
+ * follows its owner too); it pins the cgroup's run queue while it is
+ * there. A run queue is active for the
+ * controller while an entity sits in its tree: pushing an entity's first
+ * job activates it, and a selection that finds no ready entity in it
+ * deactivates it, so a cgroup whose entities all wait on fences stalls no
+ * one and banks nothing. The dependency callback, which may run in hard
+ * interrupt context, cannot take the controller's engine lock (the
+ * selection nests the run queue's lock inside it): it marks the run queue
+ * woken, and the next selection activates it again.
+ *
+ * Under the FIFO and RR policies the scheduler behaves as upstream's: the
+ * engine only charges GPU time, per entity, and gpu.stat says sched=0.
+ *
+ * Either way a job takes a ticket when run_job() hands it to the hardware
+ * and pays it in the free-job work with the GPU time the scheduler measured
+ * for the entity's statistics (or the driver's job_gpu_time()), so gpu.stat
+ * shows every cgroup's GPU time.
+ *
+ * Locking: entity->lock, then the controller's engine lock, then a run
+ * queue's lock. The engine lock of a drm_sched engine is taken in process
+ * context only: job initialization, push, the run-job and free-job work
+ * items, entity teardown. The anticipation timer only queues the run-job
+ * work.
+ */
+
+#include <linux/bitops.h>
+#include <linux/cgroup_gpu.h>
+#include <linux/hrtimer.h>
+#include <linux/llist.h>
+#include <linux/mutex.h>
+#include <linux/slab.h>
+
+#include <drm/drm_file.h>
+#include <drm/gpu_scheduler.h>
+#include <kunit/visibility.h>
+
+#include "sched_internal.h"
+
+/**
+ * struct drm_sched_gpucg_rq - the run queue of one cgroup on a scheduler
+ * @rq: upstream's run queue, of the cgroup's entities
+ * @q: @rq as a queue of the controller
+ * @woken: in &drm_gpu_scheduler.gpucg_woken, while @flags has WOKEN
+ * @flags: DRM_SCHED_GPUCG_WOKEN
+ *
+ * Created and freed by the controller with the cgroup's state on the
+ * engine (&struct gpucg_group_ops).
+ */
+struct drm_sched_gpucg_rq {
+	struct drm_sched_rq	rq;
+	struct gpucg_queue	q;
+	struct llist_node	woken;
+	unsigned long		flags;
+};
+
+#define DRM_SCHED_GPUCG_WOKEN	0
+
+static struct drm_sched_gpucg_rq *to_gpucg_rq(struct gpucg_queue *q)
+{
+	return container_of(q, struct drm_sched_gpucg_rq, q);
+}
+
+static struct gpucg_queue *drm_sched_gpucg_rq_alloc(void *priv)
+{
+	struct drm_sched_gpucg_rq *grq;
+
+	grq = kzalloc_obj(*grq);
+	if (!grq)
+		return NULL;
+	drm_sched_rq_init(priv, &grq->rq);
+	return &grq->q;
+}
+
+static void drm_sched_gpucg_rq_free(struct gpucg_queue *q, void *priv)
+{
+	kfree(to_gpucg_rq(q));
+}
+
+static const struct gpucg_group_ops drm_sched_gpucg_group_ops = {
+	.alloc = drm_sched_gpucg_rq_alloc,
+	.free = drm_sched_gpucg_rq_free,
+};
+
+/* The cgroup's run queue @rq is, or NULL for one of the scheduler's own. */
+static struct drm_sched_gpucg_rq *drm_sched_gpucg_rq_of(struct drm_sched_rq *rq)
+{
+	struct drm_gpu_scheduler *sched;
+	unsigned int i;
+
+	if (!rq)
+		return NULL;
+	sched = rq->sched;
+	if (!drm_sched_gpucg_grouped(sched))
+		return NULL;
+	for (i = DRM_SCHED_PRIORITY_KERNEL; i < sched->num_rqs; i++)
+		if (rq == sched->sched_rq[i])
+			return NULL;
+	return container_of(rq, struct drm_sched_gpucg_rq, rq);
+}
+
+/* Whether an entity sits in the run queue's tree. Under the engine's lock. */
+static bool drm_sched_gpucg_rq_ready(struct gpucg_queue *q)
+{
+	return READ_ONCE(to_gpucg_rq(q)->rq.rb_tree_root.rb_root.rb_node);
+}
+
+static void drm_sched_gpucg_rq_sync(struct drm_sched_rq *rq)
+{
+	struct drm_sched_gpucg_rq *grq = drm_sched_gpucg_rq_of(rq);
+
+	if (grq)
+		gpucg_queue_sync(&grq->q, drm_sched_gpucg_rq_ready);
+}
+
+static enum hrtimer_restart drm_sched_gpucg_timer(struct hrtimer *timer)
+{
+	struct drm_gpu_scheduler *sched =
+		container_of(timer, struct drm_gpu_scheduler, gpucg_timer);
+
+	drm_sched_wakeup(sched);
+	return HRTIMER_NORESTART;
+}
+
+/**
+ * drm_sched_gpucg_init - make a scheduler an engine of the gpu cgroup
+ * controller
+ * @sched: the scheduler being initialized
+ * @args: its arguments; &drm_sched_init_args.gpucg NULL leaves it out
+ *
+ * Context: process context, may sleep.
+ * Return: 0 or a negative error code.
+ */
+int drm_sched_gpucg_init(struct drm_gpu_scheduler *sched,
+			 const struct drm_sched_init_args *args)
+{
+	struct gpucg_engine *engine;
+
+	init_llist_head(&sched->gpucg_woken);
+	hrtimer_setup(&sched->gpucg_timer, drm_sched_gpucg_timer,
+		      CLOCK_MONOTONIC, HRTIMER_MODE_REL);
+	if (drm_sched_policy == DRM_SCHED_POLICY_FAIR)
+		engine = gpucg_engine_create_grouped(args->gpucg,
+						     &drm_sched_gpucg_group_ops,
+						     sched);
+	else
+		engine = gpucg_engine_create(args->gpucg, false);
+	if (IS_ERR(engine))
+		return PTR_ERR(engine);
+	sched->gpucg = engine;
+	return 0;
+}
+
+/* Activates the run queues whose entities' dependencies signalled. */
+static void drm_sched_gpucg_wake(struct drm_gpu_scheduler *sched)
+{
+	struct drm_sched_gpucg_rq *grq, *next;
+	struct llist_node *woken;
+
+	woken = llist_del_all(&sched->gpucg_woken);
+	llist_for_each_entry_safe(grq, next, woken, woken) {
+		/* ordered: a wake-up after this adds the run queue again */
+		test_and_clear_bit(DRM_SCHED_GPUCG_WOKEN, &grq->flags);
+		gpucg_queue_sync(&grq->q, drm_sched_gpucg_rq_ready);
+		gpucg_group_put(&grq->q);
+	}
+}
+
+/**
+ * drm_sched_gpucg_fini - take a scheduler off the gpu cgroup controller
+ * @sched: the scheduler, whose submission has stopped
+ *
+ * Context: process context, may sleep.
+ */
+void drm_sched_gpucg_fini(struct drm_gpu_scheduler *sched)
+{
+	hrtimer_cancel(&sched->gpucg_timer);
+	drm_sched_gpucg_wake(sched);
+	gpucg_engine_destroy(sched->gpucg);
+	sched->gpucg = NULL;
+}
+
+/* Offered the best run queue by the controller, under the engine's lock. */
+struct drm_sched_gpucg_pick {
+	struct drm_gpu_scheduler *sched;
+	struct drm_sched_entity *entity;
+};
+
+static enum gpucg_take drm_sched_gpucg_take(struct gpucg_queue *q, void *arg)
+{
+	struct drm_sched_gpucg_pick *pick = arg;
+	struct drm_sched_entity *entity;
+
+	entity = drm_sched_rq_select_entity(pick->sched, &to_gpucg_rq(q)->rq);
+	if (IS_ERR(entity))	/* ready, but the credits are not there yet */
+		return GPUCG_HOLD;
+	if (!entity)		/* empty, or every entity waits on a fence */
+		return GPUCG_SKIP;
+	pick->entity = entity;
+	return GPUCG_TAKE;
+}
+
+/**
+ * drm_sched_gpucg_select_entity - the entity to run next, by the cgroups'
+ * order
+ * @sched: a scheduler for which drm_sched_gpucg_grouped() holds
+ *
+ * Context: the run-job work.
+ * Return: the entity, or NULL if none is ready or may run now (the
+ * anticipation timer asks again).
+ */
+struct drm_sched_entity *
+drm_sched_gpucg_select_entity(struct drm_gpu_scheduler *sched)
+{
+	struct drm_sched_gpucg_pick pick = { .sched = sched };
+	u64 retry_ns;
+
+	drm_sched_gpucg_wake(sched);
+	if (!gpucg_queue_pick(sched->gpucg, drm_sched_gpucg_take, &pick,
+			      &retry_ns))
+		pick.entity = NULL;
+	if (retry_ns)
+		hrtimer_start(&sched->gpucg_timer, ns_to_ktime(retry_ns),
+			      HRTIMER_MODE_REL);
+	return pick.entity;
+}
+
+/* Serializes the setup of entities: the first job of an entity */
+static DEFINE_MUTEX(drm_sched_gpucg_mutex);
+
+/* Binds @entity to @client (NULL: the kernel's), under the mutex. */
+static int drm_sched_entity_gpucg_bind_locked(struct drm_sched_entity *entity,
+					      struct gpucg_client *client)
+{
+	struct drm_gpu_scheduler *sched = entity->rq->sched;
+	int ret = 0;
+
+	lockdep_assert_held(&drm_sched_gpucg_mutex);
+	if (entity->gpucg_ready)
+		return 0;
+	if (drm_sched_gpucg_grouped(sched))
+		entity->gpucg_client = gpucg_client_tryget(client);
+	else
+		ret = gpucg_queue_init(&entity->gpucg, sched->gpucg, client, 0);
+	if (!ret) {
+		/* publish the binding to drm_sched_entity_gpucg_init() */
+		smp_store_release(&entity->gpucg_ready, true);
+	}
+	return ret;
+}
+
+/**
+ * drm_sched_entity_gpucg_init - bind an entity to the client of its first job
+ * @entity: the entity
+ * @client_id: the job's &drm_file.client_id, 0 for a kernel job
+ *
+ * Context: process context, may sleep.
+ * Return: 0 or -ENOMEM.
+ */
+int drm_sched_entity_gpucg_init(struct drm_sched_entity *entity, u64 client_id)
+{
+	struct drm_gpu_scheduler *sched = entity->rq ? entity->rq->sched : NULL;
+	struct gpucg_client *client;
+	unsigned int i;
+	int ret = 0;
+
+	if (!sched || !sched->gpucg)
+		return 0;
+	/* pairs with the release in drm_sched_entity_gpucg_bind_locked() */
+	if (!smp_load_acquire(&entity->gpucg_ready)) {
+		client = client_id ? drm_file_gpucg_client(client_id) : NULL;
+		mutex_lock(&drm_sched_gpucg_mutex);
+		ret = drm_sched_entity_gpucg_bind_locked(entity, client);
+		mutex_unlock(&drm_sched_gpucg_mutex);
+		gpucg_client_put(client);
+	}
+	/* a scheduler made after the client, or an owner that moved since */
+	if (!entity->sched_list) {
+		if (drm_sched_gpucg_grouped(sched))
+			gpucg_client_group_prepare(sched->gpucg,
+						   entity->gpucg_client);
+		return ret;
+	}
+	for (i = 0; i < entity->num_sched_list; i++)
+		if (drm_sched_gpucg_grouped(entity->sched_list[i]))
+			gpucg_client_group_prepare(entity->sched_list[i]->gpucg,
+						   entity->gpucg_client);
+	return ret;
+}
+
+#if IS_ENABLED(CONFIG_KUNIT)
+/**
+ * drm_sched_entity_gpucg_bind - bind an entity to a client before its first
+ * job
+ * @entity: the entity, on an engine of the gpu cgroup controller
+ * @client: the client, from gpucg_client_create_in()
+ *
+ * For the scheduler's KUnit tests, whose jobs come from no DRM file.
+ *
+ * Context: process context, may sleep.
+ * Return: 0 or -ENOMEM.
+ */
+VISIBLE_IF_KUNIT int drm_sched_entity_gpucg_bind(struct drm_sched_entity *entity,
+						 struct gpucg_client *client)
+{
+	int ret;
+
+	mutex_lock(&drm_sched_gpucg_mutex);
+	ret = drm_sched_entity_gpucg_bind_locked(entity, client);
+	mutex_unlock(&drm_sched_gpucg_mutex);
+	return ret;
+}
+EXPORT_SYMBOL_IF_KUNIT(drm_sched_entity_gpucg_bind);
+
+/**
+ * drm_sched_gpucg_orders - whether a scheduler orders entities by cgroup
+ * @sched: the scheduler
+ *
+ * For the scheduler's KUnit tests: drm_sched_gpucg_grouped().
+ *
+ * Context: any context.
+ */
+VISIBLE_IF_KUNIT bool drm_sched_gpucg_orders(struct drm_gpu_scheduler *sched)
+{
+	return drm_sched_gpucg_grouped(sched);
+}
+EXPORT_SYMBOL_IF_KUNIT(drm_sched_gpucg_orders);
+#endif
+
+/**
+ * drm_sched_entity_gpucg_rq - the run queue of an entity on a scheduler
+ * @entity: the entity, under its lock
+ * @sched: the scheduler it is to run on
+ *
+ * The run queue of the cgroup of the entity's client, pinned, on a
+ * scheduler that follows the cgroups' order; else the scheduler's own.
+ * Pass the run queue the entity leaves to drm_sched_gpucg_rq_put().
+ *
+ * Context: any context.
+ */
+struct drm_sched_rq *drm_sched_entity_gpucg_rq(struct drm_sched_entity *entity,
+					       struct drm_gpu_scheduler *sched)
+{
+	struct gpucg_queue *q;
+
+	if (!drm_sched_gpucg_grouped(sched) || !entity->gpucg_client)
+		return sched->sched_rq[entity->rq_priority];
+	q = gpucg_client_group(sched->gpucg, entity->gpucg_client);
+	return &to_gpucg_rq(q)->rq;
+}
+
+/**
+ * drm_sched_entity_gpucg_follow - move an entity to its owner's cgroup
+ * @entity: the entity, at a job's arm
+ *
+ * On a scheduler that orders cgroups, the entity of a client whose owner
+ * is now in another cgroup moves to that cgroup's run queue, with the jobs
+ * it has queued; one still in the scheduler's own run queue (before its
+ * first job) joins its cgroup's.
+ *
+ * Context: process context, the submitter's (who serializes arms of one
+ * entity).
+ */
+void drm_sched_entity_gpucg_follow(struct drm_sched_entity *entity)
+{
+	struct drm_gpu_scheduler *sched = entity->rq ? entity->rq->sched : NULL;
+	struct drm_sched_rq *rq, *old;
+
+	if (!sched || !drm_sched_gpucg_grouped(sched) || !entity->gpucg_client)
+		return;
+	spin_lock(&entity->lock);
+	rq = drm_sched_entity_gpucg_rq(entity, sched);
+	old = entity->rq;
+	if (rq == old || entity->stopped) {
+		drm_sched_gpucg_rq_put(rq);
+	} else {
+		drm_sched_rq_move_entity(entity, rq);
+		drm_sched_gpucg_rq_sync(old);
+		drm_sched_gpucg_rq_sync(rq);
+		drm_sched_gpucg_rq_put(old);
+	}
+	spin_unlock(&entity->lock);
+}
+
+/**
+ * drm_sched_gpucg_rq_put - unpin a run queue an entity no longer uses
+ * @rq: the run queue, from drm_sched_entity_gpucg_rq()
+ *
+ * Context: any context.
+ */
+void drm_sched_gpucg_rq_put(struct drm_sched_rq *rq)
+{
+	struct drm_sched_gpucg_rq *grq = rq ? drm_sched_gpucg_rq_of(rq) : NULL;
+
+	if (grq)
+		gpucg_group_put(&grq->q);
+}
+
+/**
+ * drm_sched_entity_gpucg_added - an entity entered its run queue's tree
+ * @entity: the entity, under its lock
+ *
+ * Context: process context.
+ */
+void drm_sched_entity_gpucg_added(struct drm_sched_entity *entity)
+{
+	drm_sched_gpucg_rq_sync(entity->rq);
+}
+
+/**
+ * drm_sched_entity_gpucg_woken - an entity's dependency signalled
+ * @entity: the entity, which may be moving to another run queue right now
+ *	    (drm_sched_entity_gpucg_follow(), which then syncs that one)
+ *
+ * Context: any context (a fence callback).
+ */
+void drm_sched_entity_gpucg_woken(struct drm_sched_entity *entity)
+{
+	struct drm_sched_gpucg_rq *grq;
+
+	/* a run queue the entity just left stays until a grace period */
+	rcu_read_lock();
+	grq = drm_sched_gpucg_rq_of(READ_ONCE(entity->rq));
+	if (grq && !test_and_set_bit(DRM_SCHED_GPUCG_WOKEN, &grq->flags)) {
+		/* the list's pin: the entity may go before the next selection */
+		if (gpucg_group_tryget(&grq->q))
+			llist_add(&grq->woken, &grq->rq.sched->gpucg_woken);
+		else
+			clear_bit(DRM_SCHED_GPUCG_WOKEN, &grq->flags);
+	}
+	rcu_read_unlock();
+}
+
+/**
+ * drm_sched_entity_gpucg_removed - an entity left its run queue for good
+ * @entity: the entity, stopped, under its lock
+ *
+ * Context: process context.
+ */
+void drm_sched_entity_gpucg_removed(struct drm_sched_entity *entity)
+{
+	drm_sched_gpucg_rq_sync(entity->rq);
+}
+
+/**
+ * drm_sched_entity_gpucg_fini - unbind an entity
+ * @entity: the entity, which no job and no callback references any more
+ *
+ * Its jobs' tickets stay valid.
+ *
+ * Context: process context.
+ */
+void drm_sched_entity_gpucg_fini(struct drm_sched_entity *entity)
+{
+	if (!entity->gpucg_ready)
+		return;
+	gpucg_queue_fini(&entity->gpucg);
+	if (entity->rq)
+		drm_sched_gpucg_rq_put(entity->rq);
+	gpucg_client_put(entity->gpucg_client);
+	entity->gpucg_client = NULL;
+}
+
+/**
+ * drm_sched_job_gpucg_start - a job goes to the hardware
+ * @job: the job, popped from @entity
+ * @entity: its entity, under its lock: its run queue is the one the job
+ *	    was selected from, or the one it moved to since
+ *
+ * Context: the run-job work, in drm_sched_entity_pop_job().
+ */
+void drm_sched_job_gpucg_start(struct drm_sched_job *job,
+			       struct drm_sched_entity *entity)
+{
+	struct drm_gpu_scheduler *sched = entity->rq->sched;
+	struct drm_sched_gpucg_rq *grq = drm_sched_gpucg_rq_of(entity->rq);
+
+	if (grq) {
+		gpucg_queue_start(&grq->q, &job->gpucg);
+		/* inactive once its last entity is empty */
+		gpucg_queue_sync(&grq->q, drm_sched_gpucg_rq_ready);
+	} else if (drm_sched_gpucg_grouped(sched)) {
+		/* the kernel's own jobs: the root cgroup's GPU time */
+		gpucg_queue_start(gpucg_client_group(sched->gpucg, NULL),
+				  &job->gpucg);
+	} else if (entity->gpucg_ready) {
+		gpucg_queue_start(&entity->gpucg, &job->gpucg);
+	}
+}
+
+/**
+ * drm_sched_entity_gpucg_moved - an entity moved to another scheduler
+ * @entity: the entity, idle, under its lock
+ * @sched: its new scheduler
+ *
+ * Under FIFO and RR its queue, which charges its jobs' GPU time, moves
+ * with it (under the fair policy its run queue is already the right one).
+ *
+ * Context: any context.
+ */
+void drm_sched_entity_gpucg_moved(struct drm_sched_entity *entity,
+				  struct drm_gpu_scheduler *sched)
+{
+	if (entity->gpucg_ready && sched->gpucg && entity->gpucg.engine)
+		gpucg_queue_move(&entity->gpucg, sched->gpucg);
+}
+
+/**
+ * drm_sched_job_gpucg_charge - charge the GPU time of a job
+ * @job: the job; its ticket is cleared, so a second charge does nothing
+ * @duration: the GPU time the scheduler measured; the driver's
+ *	      &drm_sched_backend_ops.job_gpu_time replaces it
+ *
+ * Context: the free-job work, or drm_sched_job_cleanup() with 0 for a job
+ * whose time was not charged.
+ */
+void drm_sched_job_gpucg_charge(struct drm_sched_job *job, ktime_t duration)
+{
+	struct drm_gpu_scheduler *sched = job->sched;
+	u64 ns = ktime_to_ns(duration);
+
+	if (!job->gpucg.ent)	/* it never ran, or it is charged */
+		return;
+	if (ns && sched->ops->job_gpu_time)
+		ns = sched->ops->job_gpu_time(job);
+	/* a scheduler torn down with jobs pending has no engine: unpins */
+	gpucg_charge(sched->gpucg, &job->gpucg, ns);
+}

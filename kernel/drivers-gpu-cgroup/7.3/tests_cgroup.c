@@ -1,0 +1,345 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The gpu cgroup controller's order on the mock scheduler.
+ *
+ * Upstream's scenario clients (tests_scheduler.c: heavy, interactive,
+ * oversubscribed) placed in cgroups, on a mock scheduler that is an engine
+ * of the gpu cgroup controller under the fair policy, with the shares of
+ * GPU time asserted with margins.
+ *
+ * The cgroups come from whoever loads the module (the project's harness
+ * does): drm_sched_tests.gpucg_root names a directory of the cgroup2 hierarchy
+ * whose children w100, e100, w400 and w900 have those gpu.weight defaults,
+ * and p100 and p0 those gpu.priority values (the directory itself at 100,
+ * so that p100 is not clamped). Without it the suite skips: there is nothing
+ * to place the clients in. Each test registers a device of its own with the
+ * controller, unpublished, so no interface file shows it.
+ *
+ * A client runs in a kthread worker and keeps a number of jobs queued
+ * (deep) or submits one job, waits for it and sleeps (interactive). Its GPU
+ * time is the sum of the durations of its jobs that finished inside the
+ * measurement window, which starts after a warm-up: the mock hardware runs
+ * jobs back to back, so the shares are those of the engine's time.
+ */
+
+#include <linux/cgroup.h>
+#include <linux/cgroup_gpu.h>
+#include <linux/delay.h>
+#include <linux/kthread.h>
+#include <linux/module.h>
+
+#include "sched_tests.h"
+#include "../sched_internal.h"
+
+MODULE_IMPORT_NS("EXPORTED_FOR_KUNIT_TESTING");
+
+static char *gpucg_root;
+module_param(gpucg_root, charp, 0400);
+MODULE_PARM_DESC(gpucg_root, "cgroup2 path of the loader's cgroups for the gpu cgroup tests (w100, e100, w400, w900, p100, p0)");
+
+#define CG_WARMUP_MS	200
+#define CG_WINDOW_MS	1200
+#define CG_MAX_CLIENTS	10
+#define CG_MAX_DEPTH	8
+
+struct cg_client_params {
+	const char *cgroup;	/* under gpucg_root */
+	unsigned int depth;	/* jobs kept queued; 0: interactive */
+	unsigned int job_us;
+	unsigned int wait_us;	/* interactive: sleep between jobs */
+};
+
+struct cg_client {
+	struct kunit *test;
+	struct drm_mock_sched_entity *entity;
+	struct gpucg_client *gpucg;
+	struct kthread_worker *worker;
+	struct kthread_work work;
+	struct cg_client_params params;
+	ktime_t window_start;
+	ktime_t window_end;
+	u64 busy_us;		/* GPU time of jobs finished in the window */
+	unsigned int cycles;	/* jobs finished in the window */
+	u64 wait_us;		/* their time from push to start, summed */
+	bool stop;
+};
+
+/* The GPU time of @job if it finished inside the client's window. */
+static void cg_client_count(struct cg_client *client,
+			    struct drm_mock_sched_job *job)
+{
+	ktime_t start = ktime_sub_us(job->finish_at, job->duration_us);
+
+	if (ktime_after(job->finish_at, client->window_start) &&
+	    !ktime_after(job->finish_at, client->window_end)) {
+		client->busy_us += job->duration_us;
+		client->cycles++;
+		if (ktime_after(start, job->base.submit_ts))
+			client->wait_us += ktime_us_delta(start, job->base.submit_ts);
+	}
+}
+
+static void cg_client_work(struct kthread_work *work)
+{
+	struct cg_client *client = container_of(work, typeof(*client), work);
+	struct drm_mock_sched_job *ring[CG_MAX_DEPTH] = {};
+	const long timeout = 10 * HZ;
+	struct drm_mock_sched_job *job;
+	unsigned int i = 0, depth = max(client->params.depth, 1U);
+
+	while (!READ_ONCE(client->stop)) {
+		job = ring[i % depth];
+		if (job) {
+			if (!drm_mock_sched_job_wait_finished(job, timeout))
+				break;
+			cg_client_count(client, job);
+		}
+		job = drm_mock_sched_job_new(client->test, client->entity);
+		drm_mock_sched_job_set_duration_us(job, client->params.job_us);
+		drm_mock_sched_job_submit(job);
+		ring[i++ % depth] = job;
+		if (!client->params.depth) {
+			if (!drm_mock_sched_job_wait_finished(job, timeout))
+				break;
+			cg_client_count(client, job);
+			ring[(i - 1) % depth] = NULL;
+			fsleep(client->params.wait_us);
+		}
+	}
+	for (i = 0; i < depth; i++)
+		if (ring[i] && drm_mock_sched_job_wait_finished(ring[i], timeout))
+			cg_client_count(client, ring[i]);
+}
+
+static struct gpucg_client *cg_client_new(struct kunit *test,
+					  struct gpucg_device *dev,
+					  const char *name)
+{
+	struct gpucg_client *client;
+	struct cgroup *cgrp;
+	char *path;
+
+	path = kasprintf(GFP_KERNEL, "%s/%s", gpucg_root, name);
+	KUNIT_ASSERT_NOT_NULL(test, path);
+	cgrp = cgroup_get_from_path(path);
+	kfree(path);
+	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(cgrp), "no cgroup %s under %s", name,
+			       gpucg_root);
+	client = gpucg_client_create_in(dev, cgrp);
+	cgroup_put(cgrp);
+	KUNIT_ASSERT_FALSE(test, IS_ERR_OR_NULL(client));
+	return client;
+}
+
+/*
+ * Runs @n clients on a mock scheduler of @credits slots that follows the
+ * cgroups' order; each client's busy_us and cycles are filled in.
+ */
+static void cg_run(struct kunit *test, struct cg_client *clients,
+		   unsigned int n, unsigned int credits)
+{
+	struct drm_mock_scheduler *sched;
+	struct gpucg_device *dev;
+	ktime_t start;
+	unsigned int i;
+
+	if (!gpucg_root)
+		kunit_skip(test, "no gpucg_root: the cgroups must be prepared by the loader");
+
+	dev = gpucg_register_device(MKDEV(0, 0));
+	KUNIT_ASSERT_FALSE(test, IS_ERR(dev));
+	sched = drm_mock_sched_new_gpucg(test, MAX_SCHEDULE_TIMEOUT, credits,
+					 dev);
+	if (!drm_sched_gpucg_orders(&sched->base)) {
+		drm_mock_sched_fini(sched);
+		gpucg_put_device(dev);
+		kunit_skip(test, "the cgroup order extends the fair policy (sched_policy=2)");
+	}
+
+	for (i = 0; i < n; i++) {
+		clients[i].test = test;
+		clients[i].gpucg = cg_client_new(test, dev, clients[i].params.cgroup);
+		clients[i].entity = drm_mock_sched_entity_new(test,
+							      DRM_SCHED_PRIORITY_NORMAL,
+							      sched);
+		KUNIT_ASSERT_EQ(test, drm_sched_entity_gpucg_bind(&clients[i].entity->base,
+								  clients[i].gpucg), 0);
+		clients[i].worker = kthread_create_worker(0, "drm-sched-cg-%u", i);
+		KUNIT_ASSERT_FALSE(test, IS_ERR(clients[i].worker));
+		kthread_init_work(&clients[i].work, cg_client_work);
+	}
+	start = ktime_get();
+	for (i = 0; i < n; i++) {
+		clients[i].window_start = ktime_add_ms(start, CG_WARMUP_MS);
+		clients[i].window_end = ktime_add_ms(start, CG_WARMUP_MS + CG_WINDOW_MS);
+		kthread_queue_work(clients[i].worker, &clients[i].work);
+	}
+	msleep(CG_WARMUP_MS + CG_WINDOW_MS);
+	for (i = 0; i < n; i++)
+		WRITE_ONCE(clients[i].stop, true);
+	for (i = 0; i < n; i++) {
+		kthread_flush_work(&clients[i].work);
+		kthread_destroy_worker(clients[i].worker);
+	}
+	for (i = 0; i < n; i++) {
+		drm_mock_sched_entity_free(clients[i].entity);
+		gpucg_client_put(clients[i].gpucg);
+	}
+	drm_mock_sched_fini(sched);
+	gpucg_unregister_device(dev);
+	gpucg_put_device(dev);
+}
+
+/* Percent of the GPU time of @clients[@from..@to) over all @n. */
+static unsigned int cg_share(struct cg_client *clients, unsigned int n,
+			     unsigned int from, unsigned int to)
+{
+	u64 part = 0, all = 0;
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		all += clients[i].busy_us;
+		if (i >= from && i < to)
+			part += clients[i].busy_us;
+	}
+	return all ? div64_u64(100 * part, all) : 0;
+}
+
+struct cg_weight_case {
+	const char *description;
+	const char *heavy;	/* cgroup of the second client */
+	unsigned int want;	/* its share, percent */
+	unsigned int credits;
+};
+
+static const struct cg_weight_case cg_weight_cases[] = {
+	{ "weights 1:1, one credit", "w100", 50, 1 },
+	{ "weights 1:4, one credit", "w400", 80, 1 },
+	{ "weights 1:9, one credit", "w900", 90, 1 },
+	{ "weights 1:4, two credits", "w400", 80, 2 },
+	{ "weights 1:9, two credits", "w900", 90, 2 },
+};
+
+static void cg_weight_desc(const struct cg_weight_case *c, char *desc)
+{
+	strscpy(desc, c->description, KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(cg_weight, cg_weight_cases, cg_weight_desc);
+
+/* Two deep clients: each cgroup gets its weight's share, within 5 points. */
+static void drm_sched_cgroup_weights(struct kunit *test)
+{
+	const struct cg_weight_case *c = test->param_value;
+	struct cg_client clients[2] = {
+		{ .params = { "w100", 4, 2000, 0 } },
+		{ .params = { c->heavy, 4, 2000, 0 } },
+	};
+	unsigned int share;
+
+	cg_run(test, clients, 2, c->credits);
+	share = cg_share(clients, 2, 1, 2);
+	kunit_info(test, "%s: %u%% (want %u%%)\n", c->description, share, c->want);
+	KUNIT_EXPECT_GE(test, share + 5, c->want);
+	KUNIT_EXPECT_LE(test, share, c->want + 5);
+}
+
+/*
+ * Oversubscribed: one deep client in one cgroup against nine in another of
+ * the same weight; the cgroups share 50:50, not 10:90 as the entities would.
+ */
+static void drm_sched_cgroup_oversubscribed(struct kunit *test)
+{
+	struct cg_client clients[CG_MAX_CLIENTS];
+	unsigned int i, share;
+
+	memset(clients, 0, sizeof(clients));
+	clients[0].params = (struct cg_client_params){ "w100", 2, 2000, 0 };
+	for (i = 1; i < CG_MAX_CLIENTS; i++)
+		clients[i].params = (struct cg_client_params){ "e100", 2, 2000, 0 };
+	cg_run(test, clients, CG_MAX_CLIENTS, 1);
+	share = cg_share(clients, CG_MAX_CLIENTS, 0, 1);
+	kunit_info(test, "one client against nine at equal weights: %u%% (want 50%%)\n",
+		   share);
+	KUNIT_EXPECT_GE(test, share, 45U);
+	KUNIT_EXPECT_LE(test, share, 55U);
+}
+
+/*
+ * Heavy rendering and an interactive client (tests_scheduler.c's case): the
+ * interactive client, in a cgroup of weight 900, asks for about a tenth of
+ * the engine, well below its share, and gets it as it asks: on average its
+ * jobs wait for the heavy job on the hardware (up to 2.5 ms) and the
+ * scheduler's own latency (about a millisecond in an emulated VM), never
+ * for the heavy client's queue (three jobs, 7.5 ms), and the heavy client
+ * has the rest of the engine.
+ */
+static void drm_sched_cgroup_interactive(struct kunit *test)
+{
+	struct cg_client clients[2] = {
+		{ .params = { "w100", 3, 2500, 0 } },
+		{ .params = { "w900", 0, 1000, 9000 } },
+	};
+	unsigned int wait_us, share;
+
+	cg_run(test, clients, 2, 1);
+	share = cg_share(clients, 2, 1, 2);
+	KUNIT_ASSERT_GT(test, clients[1].cycles, 0U);
+	wait_us = div_u64(clients[1].wait_us, clients[1].cycles);
+	kunit_info(test, "interactive at weight 900: %u%% of the engine, %u jobs, %u us average wait\n",
+		   share, clients[1].cycles, wait_us);
+	KUNIT_EXPECT_LE(test, wait_us, 5000U);
+	KUNIT_EXPECT_GE(test, share, 5U);
+	KUNIT_EXPECT_LE(test, share, 20U);
+}
+
+/* Priority: a deep client at priority 100 runs before one at 0. */
+static void drm_sched_cgroup_priority(struct kunit *test)
+{
+	struct cg_client clients[2] = {
+		{ .params = { "p0", 4, 2000, 0 } },
+		{ .params = { "p100", 4, 2000, 0 } },
+	};
+	unsigned int share;
+
+	cg_run(test, clients, 2, 1);
+	share = cg_share(clients, 2, 1, 2);
+	kunit_info(test, "priority 100 against 0: %u%%\n", share);
+	KUNIT_EXPECT_GE(test, share, 95U);
+}
+
+/*
+ * Clients of one cgroup share by upstream's fair policy: two deep clients
+ * of one cgroup get even shares, as they would with no cgroup at all.
+ */
+static void drm_sched_cgroup_inside(struct kunit *test)
+{
+	struct cg_client clients[2] = {
+		{ .params = { "w400", 4, 2000, 0 } },
+		{ .params = { "w400", 4, 3000, 0 } },
+	};
+	unsigned int share;
+
+	cg_run(test, clients, 2, 1);
+	share = cg_share(clients, 2, 0, 1);
+	kunit_info(test, "two clients of one cgroup: %u%%\n", share);
+	KUNIT_EXPECT_GE(test, share, 45U);
+	KUNIT_EXPECT_LE(test, share, 55U);
+}
+
+static struct kunit_case drm_sched_cgroup_tests[] = {
+	KUNIT_CASE_PARAM_ATTR(drm_sched_cgroup_weights, cg_weight_gen_params,
+			      { .speed = KUNIT_SPEED_SLOW }),
+	KUNIT_CASE_SLOW(drm_sched_cgroup_oversubscribed),
+	KUNIT_CASE_SLOW(drm_sched_cgroup_interactive),
+	KUNIT_CASE_SLOW(drm_sched_cgroup_priority),
+	KUNIT_CASE_SLOW(drm_sched_cgroup_inside),
+	{}
+};
+
+static struct kunit_suite drm_sched_cgroup = {
+	.name = "drm_sched_cgroup_tests",
+	.test_cases = drm_sched_cgroup_tests,
+};
+
+kunit_test_suite(drm_sched_cgroup);

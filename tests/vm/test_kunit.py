@@ -1,0 +1,146 @@
+"""Upstream's drm_sched KUnit suites (drivers/gpu/drm/scheduler/tests/,
+Linux 7.2 and later) with the series applied, under each of drm_sched's
+policies: `make test-kunit` (PYCGPU_BASE=7.3; 6.12 has no such suite).
+
+drm_sched is a module on the 7.3 test kernel (kernel/drivers-gpu-cgroup/7.3/
+vm.config), so one boot reloads it with drm_sched.sched_policy = 0 (RR),
+1 (FIFO) and 2 (FAIR) and loads the test module, which runs its suites at
+load; their TAP results are read from debugfs (CONFIG_KUNIT_DEBUGFS). The
+modules that use drm_sched (simgpu) are unloaded first and the scheduler is
+left as the boot had it (the policy of the kernel command line).
+
+The series adds a suite of its own to the module (tests_cgroup.c): upstream's
+scenario clients placed in cgroups on a mock scheduler that follows the gpu
+cgroup controller, with their shares asserted. Its cgroups are made here and
+named to it by the module's gpucg_root parameter; it runs under the fair
+policy, which the cgroup order extends, and skips under the others.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pycgpu.cgroup import Cgroup
+
+pytestmark = pytest.mark.kunit
+
+KUNIT = Path("/sys/kernel/debug/kunit")
+TESTS_MODULE = "drm-sched-tests"
+SCHED_MODULE = "gpu-sched"
+POLICIES = {"rr": 0, "fifo": 1, "fair": 2}
+# the suites of upstream's tests_basic.c and tests_scheduler.c
+UPSTREAM_SUITES = {
+    "drm_sched_basic_tests", "drm_sched_concurrent_tests", "drm_sched_basic_cancel_tests",
+    "drm_sched_basic_timeout_tests", "drm_sched_basic_priority_tests",
+    "drm_sched_basic_modify_sched_tests", "drm_sched_basic_credits_tests",
+    "drm_sched_scheduler_overhead_tests", "drm_sched_scheduler_two_clients_one_credit_tests",
+    "drm_sched_scheduler_two_clients_two_credits_tests", "drm_sched_scheduler_many_clients_tests",
+}
+CGROUP_SUITE = "drm_sched_cgroup_tests"
+# the harness's cgroups (tests_cgroup.c): name -> (gpu.weight, gpu.priority)
+KUNIT_CGROUPS = {"w100": (100, 0), "e100": (100, 0), "w400": (400, 0), "w900": (900, 0),
+                 "p100": (100, 100), "p0": (100, 0)}
+RESULT = re.compile(r"^\s*(not ok|ok) \d+ (?:- )?(\S+)(.*)$")
+
+
+def loaded(module: str) -> bool:
+    return Path("/sys/module", module.replace("-", "_")).exists()
+
+
+def unload(module: str) -> None:
+    if loaded(module):
+        subprocess.run(["modprobe", "-r", module], check=True)
+
+
+@pytest.fixture(scope="module")
+def scheduler() -> Iterator[None]:
+    """Nothing but the tests uses drm_sched while they run; afterwards the
+    scheduler is loaded again as the boot had it, and simgpu with it if it
+    was loaded."""
+    if not (Path("/sys/module/gpu_sched").exists() or KUNIT.exists()):
+        pytest.fail("this kernel has no drm_sched module: build it with PYCGPU_BASE=7.3")
+    simgpu = loaded("simgpu")
+    params = Path("/sys/module/simgpu/parameters")
+    simgpu_params = ([f"{p.name}={p.read_text().strip()}" for p in params.iterdir()]
+                     if simgpu else [])
+    unload("simgpu")
+    yield
+    unload(TESTS_MODULE)
+    unload(SCHED_MODULE)
+    subprocess.run(["modprobe", SCHED_MODULE], check=True)
+    if simgpu:
+        ko = Path(os.environ.get("PYCGPU_EXT", "")) / "simgpu.ko"
+        subprocess.run(["insmod", str(ko), *simgpu_params], check=True)
+
+
+@pytest.fixture(scope="module")
+def kunit_cgroups(mount: Path) -> Iterator[str]:
+    """The cgroups tests_cgroup.c places its clients in; their path from
+    the cgroup2 root."""
+    top = Cgroup(mount, "pycgpu-kunit")
+    top.create()
+    top.write("gpu.priority", "100")
+    for name, (weight, priority) in KUNIT_CGROUPS.items():
+        cg = Cgroup(mount, f"pycgpu-kunit/{name}")
+        cg.create()
+        cg.write("gpu.weight", f"default {weight}")
+        cg.write("gpu.priority", str(priority))
+    yield "/pycgpu-kunit"
+    unload(TESTS_MODULE)
+    top.remove(recursive=True)
+
+
+def run_suites(policy: int, cgroups: str) -> dict[str, list[tuple[bool, str, str]]]:
+    """Loads the test module under POLICY; the results of each suite:
+    (passed, test, rest of the TAP line) for every test and parameter."""
+    unload(TESTS_MODULE)
+    unload(SCHED_MODULE)
+    subprocess.run(["modprobe", SCHED_MODULE, f"sched_policy={policy}"], check=True)
+    got = Path("/sys/module/gpu_sched/parameters/sched_policy").read_text().strip()
+    assert got == str(policy), f"gpu-sched loaded with sched_policy={got}"
+    subprocess.run(["modprobe", TESTS_MODULE, f"gpucg_root={cgroups}"], check=True,
+                   timeout=900)
+    suites: dict[str, list[tuple[bool, str, str]]] = {}
+    for results in sorted(KUNIT.glob("drm_sched_*/results")):
+        lines = []
+        text = results.read_text()
+        if results.parent.name == CGROUP_SUITE:
+            print(text)  # the shares it measured: shown with a failure
+        for line in text.splitlines():
+            m = RESULT.match(line)
+            if m:
+                lines.append((m.group(1) == "ok", m.group(2), m.group(3)))
+        suites[results.parent.name] = lines
+    return suites
+
+
+def failures(suites: dict[str, list[tuple[bool, str, str]]]) -> list[str]:
+    return [f"{suite}: {name}{rest}" for suite, lines in suites.items()
+            for ok, name, rest in lines if not ok]
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_suites_pass(scheduler, kunit_cgroups, policy):
+    """Upstream's suites pass unchanged under every policy; the cgroup
+    suite passes under FAIR, with no test skipped, and skips under the
+    others."""
+    suites = run_suites(POLICIES[policy], kunit_cgroups)
+    missing = (UPSTREAM_SUITES | {CGROUP_SUITE}) - set(suites)
+    assert not missing, f"suites that did not run: {sorted(missing)}"
+    failed = failures(suites)
+    assert not failed, "\n".join(failed)
+    ran = sum(1 for suite, lines in suites.items() if suite in UPSTREAM_SUITES
+              for ok, _, rest in lines if ok and "# SKIP" not in rest)
+    assert ran >= 30, f"only {ran} upstream tests passed under {policy}"
+    cgroup = suites[CGROUP_SUITE]
+    skipped = [name for _, name, rest in cgroup if "# SKIP" in rest]
+    if policy == "fair":
+        assert len(cgroup) >= 9 and not skipped, f"{CGROUP_SUITE}: {cgroup}"
+    else:
+        assert skipped, f"{CGROUP_SUITE} ran under {policy}: {cgroup}"
