@@ -32,11 +32,21 @@ BRANCH=pycgpu-series
 SUITE_7_3=trixie-backports
 
 # The Debian archive apt already uses (no host name is written here): the
-# first source whose release file says it is Debian's own, not security.
+# first source whose release file says it is Debian's own, not security;
+# before apt-get update has fetched any release file, the first URI of
+# apt's sources that is not a security one.
 debian_archive() {
-	apt-cache policy 2>/dev/null | awk '
+	local uri
+	uri=$(apt-cache policy 2>/dev/null | awk '
 		/^ *-?[0-9]+ [a-z]+:\/\// { uri = $2; next }
-		/release .*o=Debian,.*l=Debian,/ && uri { print uri; exit }'
+		/release .*o=Debian,.*l=Debian,/ && uri { print uri; exit }')
+	if [ -z "$uri" ]; then
+		uri=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
+			/etc/apt/sources.list.d/*.sources 2>/dev/null |
+			grep -v -e '^[[:space:]]*#' -e security |
+			grep -o -E 'https?://[^[:space:]]+' | head -n 1)
+	fi
+	echo "$uri"
 }
 
 # Downloads $KPACKAGE from $SUITE_7_3 into the cache with a private apt
