@@ -167,11 +167,17 @@ def _finish(config: Config, patch: Patch, dry_run: bool, output: str | None, def
 
     with file_errors(unchanged):
         changes = oci.apply(config.doc, patch)
+    if _dry_run(changes, dry_run):
+        return
+    write_output(config.dumps(), output, default, unchanged)
+
+
+def _dry_run(changes: list[str], dry_run: bool) -> bool:
+    """Says what a dry run would change; whether it was one."""
     if dry_run:
         for change in changes:
             click.echo(f"would {change}")
-        return
-    write_output(config.dumps(), output, default, unchanged)
+    return dry_run
 
 
 @click.group("oci", short_help="OCI bundles for runc/crun: patch, unpatch, generate, the hook.")
@@ -263,9 +269,7 @@ def unpatch(config: Path, keep_devices: bool, dry_run: bool, output: str | None)
         loaded = _load(path)
         with file_errors(path):
             changes = ocimod.unpatch(loaded.doc, keep_devices)
-        if dry_run:
-            for change in changes:
-                click.echo(f"would {change}")
+        if _dry_run(changes, dry_run):
             return
         if not changes and output is None:
             return
