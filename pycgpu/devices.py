@@ -10,8 +10,11 @@ the details come from the node's sysfs directory:
 - ``dev``: ``MAJ:MIN`` of the render node, the controller's device key
 - ``device``: the parent device; its directory name is the PCI address for
   PCI GPUs (``0000:00:02.0``), ``device/vendor`` and ``device/device`` its IDs
-- ``device/driver``: the bound driver (vgem's platform device has none: the
-  driver name then comes from DRM_IOCTL_VERSION when the node can be opened)
+- ``device/driver``: the bound driver. Virtual devices have none that names
+  the GPU driver: vgem's platform device (6.12) has no driver link, its faux
+  device (6.16 and later, bus ``faux``) links the bus's one generic
+  ``faux_driver``. The name then comes from DRM_IOCTL_VERSION when the node
+  can be opened
 - ``device/drm/card*``: the card (primary) node of the same device
 """
 
@@ -68,6 +71,19 @@ def label(devt: DevT, names: Mapping[DevT, str]) -> str:
     return f"{name} ({devt})" if name else str(devt)
 
 
+# Buses whose devices all bind one generic driver: its name says nothing
+# about the GPU driver (faux: vgem and other virtual devices since 6.16).
+_GENERIC_BUSES = frozenset({"faux"})
+
+
+def _link_name(path: Path) -> str | None:
+    """The last component of symlink @path's target; None if no symlink."""
+    try:
+        return Path(os.readlink(path)).name
+    except OSError:
+        return None
+
+
 def _read(path: Path) -> str | None:
     try:
         return path.read_text().strip()
@@ -96,8 +112,9 @@ def _from_sysfs(sysdir: Path, devnode: Path) -> Device | None:
         (p.name for p in (parent / "drm").glob("card*") if re.fullmatch(r"card\d+", p.name)),
         key=lambda n: int(n[4:]),
     )
-    driver_link = parent / "driver"
-    driver = Path(os.readlink(driver_link)).name if driver_link.is_symlink() else None
+    driver = _link_name(parent / "driver")
+    if _link_name(parent / "subsystem") in _GENERIC_BUSES:
+        driver = None
     try:
         parent_name = parent.resolve(strict=True).name
     except OSError:

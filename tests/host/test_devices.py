@@ -31,6 +31,34 @@ def test_discover_fields(found, fake_sysfs):
     assert i915.describe() == "renderD128 (226:128, i915, 0000:00:02.0)"
 
 
+def test_faux_device_driver_comes_from_drm(fake_sysfs, monkeypatch):
+    """6.16 and later put vgem on the faux bus, whose one generic driver
+    (faux_driver) every faux device links: that is not the GPU driver."""
+    import os
+
+    from pycgpu import drm
+
+    sysfs, dev = fake_sysfs
+    platform = sysfs / "devices" / "platform" / "vgem"
+    faux = sysfs / "devices" / "faux" / "vgem"
+    faux.parent.mkdir(parents=True)
+    platform.rename(faux)
+    for name in ("card1", "renderD129"):
+        link = sysfs / "class" / "drm" / name
+        link.unlink()
+        link.symlink_to(os.path.relpath(faux / "drm" / name, link.parent))
+    bus = sysfs / "bus" / "faux"
+    (bus / "drivers" / "faux_driver").mkdir(parents=True)
+    (faux / "driver").symlink_to(os.path.relpath(bus / "drivers" / "faux_driver", faux))
+    (faux / "subsystem").symlink_to(os.path.relpath(bus, faux))
+    _, vgem = discover(sysfs, dev)
+    assert (vgem.driver, vgem.card_node) == (None, dev / "dri" / "card1")
+    monkeypatch.setattr(drm, "driver_version", lambda path: DrmVersion(
+        "vgem", 1, 0, 0, "20120112", "Virtual GEM provider"))
+    _, vgem = discover(sysfs, dev, query_driver=True)
+    assert (vgem.driver, vgem.driver_version) == ("vgem", "1.0.0")
+
+
 def test_discover_skips_nodes_without_dev(fake_sysfs):
     sysfs, dev = fake_sysfs
     (sysfs / "class" / "drm" / "renderD129" / "dev").unlink()
