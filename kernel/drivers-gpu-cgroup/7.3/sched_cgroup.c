@@ -127,10 +127,19 @@ static struct drm_sched_gpucg_rq *drm_sched_gpucg_rq_of(struct drm_sched_rq *rq)
 	return container_of(rq, struct drm_sched_gpucg_rq, rq);
 }
 
-/* Whether an entity sits in the run queue's tree. Under the engine's lock. */
+/*
+ * Whether an entity sits in a run queue's tree. Exact under the run
+ * queue's lock or the controller's engine lock (every change to the tree
+ * of a cgroup's run queue is synced under the latter); a hint otherwise.
+ */
+static bool drm_sched_rq_busy(struct drm_sched_rq *rq)
+{
+	return READ_ONCE(rq->rb_tree_root.rb_root.rb_node);
+}
+
 static bool drm_sched_gpucg_rq_ready(struct gpucg_queue *q)
 {
-	return READ_ONCE(to_gpucg_rq(q)->rq.rb_tree_root.rb_root.rb_node);
+	return drm_sched_rq_busy(&to_gpucg_rq(q)->rq);
 }
 
 static void drm_sched_gpucg_rq_sync(struct drm_sched_rq *rq)
@@ -233,6 +242,9 @@ static enum gpucg_take drm_sched_gpucg_take(struct gpucg_queue *q, void *arg)
  * order
  * @sched: a scheduler for which drm_sched_gpucg_grouped() holds
  *
+ * The entities without a client, in the scheduler's own run queues, go
+ * first; then the cgroups' run queues in the controller's order.
+ *
  * Context: the run-job work.
  * Return: the entity, or NULL if none is ready or may run now (the
  * anticipation timer asks again).
@@ -241,8 +253,21 @@ struct drm_sched_entity *
 drm_sched_gpucg_select_entity(struct drm_gpu_scheduler *sched)
 {
 	struct drm_sched_gpucg_pick pick = { .sched = sched };
+	struct drm_sched_entity *entity;
+	unsigned int i;
 	u64 retry_ns;
 
+	for (i = DRM_SCHED_PRIORITY_KERNEL; i < sched->num_rqs; i++) {
+		/*
+		 * Mostly empty: not locked then. An entity added after
+		 * this look is seen by the run-job work its push queues.
+		 */
+		if (!drm_sched_rq_busy(sched->sched_rq[i]))
+			continue;
+		entity = drm_sched_rq_select_entity(sched, sched->sched_rq[i]);
+		if (entity)
+			return IS_ERR(entity) ? NULL : entity;
+	}
 	drm_sched_gpucg_wake(sched);
 	if (!gpucg_queue_pick(sched->gpucg, drm_sched_gpucg_take, &pick,
 			      &retry_ns))
@@ -505,8 +530,14 @@ void drm_sched_job_gpucg_start(struct drm_sched_job *job,
 
 	if (grq) {
 		gpucg_queue_start(&grq->q, &job->gpucg);
-		/* inactive once its last entity is empty */
-		gpucg_queue_sync(&grq->q, drm_sched_gpucg_rq_ready);
+		/*
+		 * Inactive once its last entity is empty. Entities leave the
+		 * tree only here, in the run-job work, and where they sync
+		 * themselves (drm_sched_entity_gpucg_removed(), _follow()):
+		 * a tree that still holds one needs no sync.
+		 */
+		if (!drm_sched_rq_busy(&grq->rq))
+			gpucg_queue_sync(&grq->q, drm_sched_gpucg_rq_ready);
 	} else if (drm_sched_gpucg_grouped(sched)) {
 		/* the kernel's own jobs: the root cgroup's GPU time */
 		gpucg_queue_start(gpucg_client_group(sched->gpucg, NULL),
