@@ -50,6 +50,9 @@ interactive client's cycle latency (submit to done, less its 1 ms job) on
 the policy's device over that on FAIR's; throughput_ratio_vs_fair and
 select_cost_ratio_vs_fair: throughput_ratio and select_cost_ratio, whose
 second device is FAIR's.
+Last, the shapes real clients have (bench/sched_shapes.py):
+multislot_shallow_error_pts, think_share_error_pts, anticipation_idle_pct
+and inversion_rate_ratio.
 Writes bench/results/sched.json (6.12) or sched-7.3.json (7.3).
 """
 
@@ -59,59 +62,31 @@ import json
 import multiprocessing
 import os
 import random
-import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
 
 from common import save, table  # first: it puts tests/ on sys.path
-from simgpu import ClientProcess, Load, SimGpu, render_nodes
+from sched_shapes import shape_figures
+from schedload import (
+    BASE,
+    JOB_NS,
+    STOCK,
+    WINDOW_S,
+    Pulse,
+    devt,
+    load_simgpu,
+    progress,
+    reload_sched,
+    shares_over,
+    usage,
+)
+from simgpu import ClientProcess, Load, SimGpu
 
 from pycgpu import formats
 from pycgpu.cgroup import Cgroup, find_mount
 from pycgpu.usage.fdinfo import fd_devnum, parse_fdinfo
-
-BASE = os.environ.get("PYCGPU_BASE", "6.12")
-# what device 1 keeps: drm_sched's FIFO on 6.12; on 7.3 the boot's FAIR
-STOCK = "fair" if BASE == "7.3" else "fifo"
-JOB_NS = int(os.environ.get("BENCH_SCHED_JOB_NS", "5000000"))
-WINDOW_S = float(os.environ.get("BENCH_SCHED_WINDOW_S", "3"))
-# device 0 follows the gpu cgroup policy, device 1 (bit 1) keeps drm_sched's FIFO
-SIMGPU_PARAMS = {"devices": "2", "engines": "1", "credits": "1", "fifo": "2"}
-
-
-def load_simgpu() -> tuple[Path, Path]:
-    """simgpu with SIMGPU_PARAMS, reloaded if it was loaded with others (as
-    the VM tests do): the render nodes of the policy and of the FIFO device."""
-    module = Path("/sys/module/simgpu")
-    loaded = module.exists()
-    if loaded:
-        have = {k: (module / "parameters" / k).read_text().strip() for k in SIMGPU_PARAMS}
-        if have != SIMGPU_PARAMS:
-            progress(f"reloading simgpu: {have} -> {SIMGPU_PARAMS}")
-            subprocess.run(["rmmod", "simgpu"], check=True)
-            loaded = False
-    if not loaded:
-        ko = Path(os.environ.get("PYCGPU_EXT", "")) / "simgpu.ko"
-        subprocess.run(["insmod", str(ko), *(f"{k}={v}" for k, v in SIMGPU_PARAMS.items())],
-                       check=True)
-    deadline = time.monotonic() + 10
-    while len(nodes := render_nodes()) < 2 and time.monotonic() < deadline:
-        time.sleep(0.1)  # in case the device nodes show up after insmod returns
-    if len(nodes) != 2:
-        raise RuntimeError(f"simgpu loaded with devices=2, but its render nodes are {nodes}")
-    return nodes[0], nodes[1]
-
-
-def reload_sched(policy: int | None) -> tuple[Path, Path]:
-    """drm_sched (a module on 7.3) reloaded with sched_policy=@policy, or as
-    the kernel command line has it (None), and simgpu with it."""
-    subprocess.run(["rmmod", "simgpu"], check=True)
-    subprocess.run(["modprobe", "-r", "gpu-sched"], check=True)
-    subprocess.run(["modprobe", "gpu-sched",
-                    *([f"sched_policy={policy}"] if policy is not None else [])], check=True)
-    return load_simgpu()
 
 
 def check_policies(top: Cgroup, policy: Path, fifo: Path) -> None:
@@ -120,39 +95,6 @@ def check_policies(top: Cgroup, policy: Path, fifo: Path) -> None:
     got = (stat[devt(policy)]["sched"], stat[devt(fifo)]["sched"])
     if got != (1, 0):
         raise RuntimeError(f"gpu.stat sched= of {policy}, {fifo}: {got}, want (1, 0)")
-
-
-def devt(node: Path) -> formats.DevT:
-    st = os.stat(node)
-    return formats.DevT(os.major(st.st_rdev), os.minor(st.st_rdev))
-
-
-def usage(groups: list[Cgroup], dev: formats.DevT) -> list[int]:
-    return [formats.parse_nested_keyed(g.read("gpu.stat"))[dev]["usage_usec"] for g in groups]
-
-
-def shares_over(groups: list[Cgroup], dev: formats.DevT, seconds: float) -> list[float]:
-    before = usage(groups, dev)
-    time.sleep(seconds)
-    delta = [a - b for a, b in zip(usage(groups, dev), before, strict=True)]
-    return [100.0 * d / sum(delta) for d in delta]
-
-
-def _pulse(node: str, cgroup: str, duration_ns: int, pause_s: float, stop, ready) -> None:
-    Path(cgroup, "cgroup.procs").write_text(str(os.getpid()))
-    with SimGpu(node) as gpu:
-        ready.set()
-        while not stop.is_set():
-            gpu.wait(gpu.submit(duration_ns))
-            time.sleep(pause_s)
-
-
-class Pulse(ClientProcess):
-    """A process in @cgroup that runs one job of @duration_ns, waits for it,
-    sleeps @pause_s and so on until stop(): a client that goes idle."""
-
-    def __init__(self, node: Path, cgroup: Path, duration_ns: int, pause_s: float) -> None:
-        super().__init__(_pulse, node, cgroup, duration_ns, pause_s, what="pulse client")
 
 
 def client_busy_ns(pids: list[int], dev: formats.DevT) -> int:
@@ -523,10 +465,6 @@ def select_costs(top: Cgroup, nodes: tuple[Path, Path], active: int) -> tuple[fl
     return med[0], med[1]
 
 
-def progress(what: str) -> None:
-    print(f"  [bench-sched {time.strftime('%H:%M:%S')}] {what}", file=sys.stderr, flush=True)
-
-
 def pct(sorted_values: list[float], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
 
@@ -575,6 +513,7 @@ def main() -> int:
         mainline: dict[str, object] = {}
         if BASE == "7.3":
             mainline = mainline_figures(top, (node, fifo_node))
+        shapes = shape_figures(top)
     finally:
         top.remove(recursive=True)
     shallow_err = {name: abs(shallow_got[name][0] - want)
@@ -640,6 +579,17 @@ def main() -> int:
            f" ratio {p / f:.2f}") for k, (p, f) in select.items()),
         ("select_cost_ratio", f"{result['select_cost_ratio']:.2f} (the worse of the two)"),
     ]
+    result.update(shapes)
+    rows += [(f"multislot shallow, {case}", f"{got:.1f}%") for case, got in
+             shapes["multislot_shallow_pct"].items()]
+    rows += [(f"think {case} of the job", f"share {t['share']:.1f}%  want {t['want']:.1f}%"
+              f"  idle {t['idle']:.1f}%")
+             for case, t in shapes["think_share_pct"].items()]
+    rows += [(f"inversion, {where}", f"{r['loaded']:.0f} jobs/s under load, {r['alone']:.0f} alone")
+             for where, r in shapes["inversion_rates_per_s"].items()]
+    rows += [(key, f"{shapes[key]}") for key in (
+        "multislot_shallow_error_pts", "think_share_error_pts", "anticipation_idle_pct",
+        "inversion_rate_ratio")]
     result["base"] = BASE
     result["stock_policy"] = STOCK
     table(f"bench-sched ({BASE}): simgpu, {JOB_NS / 1e6:g} ms jobs, {WINDOW_S:g} s windows, "

@@ -76,7 +76,8 @@
 #define SIMGPU_MAX_DEVICES	8
 #define SIMGPU_MAX_ENGINES	4
 #define SIMGPU_MAX_DURATION	(10 * NSEC_PER_SEC)
-#define SIMGPU_MAX_PENDING	256
+#define SIMGPU_MAX_PENDING	1024
+#define SIMGPU_MAX_CREDITS	1024	/* ring-sized, as xe's and panthor's */
 #define SIMGPU_NR_PRIOS		3	/* low, normal, high */
 
 static unsigned int devices = 1;
@@ -89,7 +90,7 @@ MODULE_PARM_DESC(engines, "engines per GPU (1-4, default 1)");
 
 static unsigned int credits = 1;
 module_param(credits, uint, 0444);
-MODULE_PARM_DESC(credits, "jobs in flight per engine (1-64, default 1)");
+MODULE_PARM_DESC(credits, "jobs in flight per engine (1-1024, default 1)");
 
 static unsigned int fifo;
 module_param(fifo, uint, 0444);
@@ -676,7 +677,7 @@ static int __init simgpu_init(void)
 
 	if (!devices || devices > SIMGPU_MAX_DEVICES ||
 	    !engines || engines > SIMGPU_MAX_ENGINES ||
-	    !credits || credits > 64)
+	    !credits || credits > SIMGPU_MAX_CREDITS)
 		return -EINVAL;
 
 	for (i = 0; i < devices; i++) {

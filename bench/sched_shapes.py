@@ -1,0 +1,216 @@
+"""The shapes real clients have, for bench-sched (bench/sched.py runs these
+last; each reloads simgpu with the parameters it needs):
+
+multislot_shallow_error_pts: engines with credit limits 2, 4 and 256 (a
+ring, as xe's and panthor's), a client that keeps one job queued (depth 1)
+at weight 900 and at 100 against a saturating client at 100 that keeps the
+ring full (credits + 4 jobs queued), 5 ms jobs: the worst error of the
+shallow client's share against its weighted share (90%, 50%). Measured
+after the ring the saturating client filled before the shallow one came
+has drained.
+think_share_error_pts: one job in flight; a client that runs a 5 ms job,
+waits for it, then thinks for 0, 25, 50 and 100% of the job before the
+next, at weight 900, against a saturating client at 100: the worst error
+of what it gets against the smaller of its demand (job / (job + think))
+and its weighted share (90%). What it gets is its demand scaled by the
+rate at which its jobs complete against the saturating client over the
+rate alone, so that the emulator's own latency between two jobs, which
+slows the client alone as much, does not count as the policy's.
+anticipation_idle_pct: under those think loads, the largest fraction of
+wall time the engine was idle although the saturating client had work
+queued: what holding the engine for the thinking client costs.
+inversion_rate_ratio: a client at gpu.priority 100 whose every 1 ms job
+waits on a 1 ms job of a client at -100 (through a shared syncobj, one
+pair at a time): its job rate while a cgroup at priority 0 saturates the
+signaler's engine over its rate without that load, with the signaler on
+the same engine and on another device; the worse of the two.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from schedload import JOB_NS, WINDOW_S, Pulse, devt, load_simgpu, progress, usage
+from simgpu import ClientProcess, Load, SimGpu
+
+from pycgpu.cgroup import Cgroup
+
+MULTISLOT_CREDITS = (2, 4, 256)
+SHALLOW_WEIGHTS = {900: 90.0, 100: 50.0}
+THINK_FRACTIONS = (0.0, 0.25, 0.5, 1.0)
+THINK_WEIGHT, THINK_SHARE = 900, 90.0
+LINK_JOB_NS = 1_000_000
+
+
+def busy_over(groups: list[Cgroup], node: Path, seconds: float) -> tuple[list[float], float]:
+    """Each of @groups' share in % of the GPU time they used on @node over
+    @seconds, and the fraction of wall time the engine was busy with them."""
+    dev = devt(node)
+    t0, before = time.monotonic(), usage(groups, dev)
+    time.sleep(seconds)
+    t1, after = time.monotonic(), usage(groups, dev)
+    delta = [a - b for a, b in zip(after, before, strict=True)]
+    total = sum(delta)
+    shares = [100.0 * d / total if total else 0.0 for d in delta]
+    return shares, total / 1e6 / (t1 - t0)
+
+
+def multislot_shallow(top: Cgroup, credits: int, weight: int) -> float:
+    """The share in % of a client keeping one job queued at @weight against a
+    saturating client at 100, on an engine that takes @credits jobs."""
+    node, _ = load_simgpu(credits=str(credits))
+    base = top.child(f"multislot{credits}-{weight}")
+    sh, deep = base.child("shallow"), base.child("deep")
+    for g in (base, sh, deep):
+        g.create()
+    sh.set_weight(weight)
+    deep.set_weight(100)
+    loads: list[Load] = []
+    try:
+        loads.append(Load(node, deep.path, JOB_NS, depth=credits + 4))
+        time.sleep(0.2)  # the ring is full when the shallow client comes
+        loads.append(Load(node, sh.path, JOB_NS, depth=1))
+        time.sleep(0.5 + credits * JOB_NS / 1e9)
+        shares, _ = busy_over([sh, deep], node, WINDOW_S)
+    finally:
+        for load in loads:
+            load.stop()
+        base.remove(recursive=True)
+    return shares[0]
+
+
+def think_share(top: Cgroup, fraction: float) -> tuple[float, float, float]:
+    """A client that thinks @fraction of its job between jobs, at weight
+    THINK_WEIGHT, against a saturating client at 100: (its demand, what it
+    gets, the fraction of the engine left idle), in % (see the top)."""
+    node, _ = load_simgpu()
+    base = top.child(f"think{int(fraction * 100)}")
+    thinker, deep = base.child("thinker"), base.child("deep")
+    for g in (base, thinker, deep):
+        g.create()
+    thinker.set_weight(THINK_WEIGHT)
+    deep.set_weight(100)
+    pause_s = fraction * JOB_NS / 1e9
+    loads: list[ClientProcess] = []
+    try:
+        loads.append(Pulse(node, thinker.path, JOB_NS, pause_s))
+        time.sleep(0.3)
+        _, alone = busy_over([thinker], node, WINDOW_S)
+        loads.append(Load(node, deep.path, JOB_NS, depth=6))
+        time.sleep(0.5)
+        shares, busy = busy_over([thinker, deep], node, WINDOW_S)
+    finally:
+        for load in loads:
+            load.stop()
+        base.remove(recursive=True)
+    demand = 100.0 / (1.0 + fraction)
+    got = demand * (shares[0] / 100.0 * busy) / alone if alone else 0.0
+    return demand, got, 100.0 * max(0.0, 1.0 - busy)
+
+
+def _signaler(node: str, cgroup: str, fd: int, conn: Connection, stop: Any, ready: Any) -> None:
+    """Submits a job that signals the syncobj behind @fd each time @conn
+    asks, and says when it has."""
+    Path(cgroup, "cgroup.procs").write_text(str(os.getpid()))
+    with SimGpu(node) as gpu:
+        handle = gpu.syncobj_import(fd)
+        ready.set()
+        while not stop.is_set():
+            if conn.poll(0.1):
+                conn.recv()
+                gpu.submit(LINK_JOB_NS, signal=handle)
+                conn.send(None)
+
+
+def inversion_rate(top: Cgroup, name: str, wait_node: Path, signal_node: Path,
+                   middle: bool) -> float:
+    """Jobs per second of a client at priority 100 on @wait_node whose every
+    job waits on one of a client at -100 on @signal_node, over a window,
+    with (@middle) a saturating load at priority 0 on @signal_node."""
+    import multiprocessing
+
+    base = top.child(name)
+    high, low, mid = base.child("high"), base.child("low"), base.child("middle")
+    for g in (base, high, low, mid):
+        g.create()
+    base.set_priority(1000)  # else it clamps its children to its parent's 0
+    high.set_priority(100)
+    low.set_priority(-100)
+    procs: list[ClientProcess] = []
+    done = 0
+    parent, child = multiprocessing.Pipe()
+    try:
+        if middle:
+            procs.append(Load(signal_node, mid.path, JOB_NS, depth=6))
+        high.add_proc(os.getpid())
+        with SimGpu(wait_node) as gpu:
+            link = gpu.syncobj_create()
+            fd = gpu.syncobj_export(link)
+            try:
+                procs.append(ClientProcess(_signaler, signal_node, low.path, fd, child,
+                                           what="signaler"))
+            finally:
+                os.close(fd)
+            time.sleep(0.3)
+            end = time.monotonic() + WINDOW_S
+            while (left := end - time.monotonic()) > 0:
+                parent.send(None)
+                if not parent.poll(left):
+                    break
+                parent.recv()
+                seqno = gpu.submit(LINK_JOB_NS, wait_for=link)
+                try:
+                    gpu.wait(seqno, timeout_ns=max(1, int((end - time.monotonic()) * 1e9)))
+                except OSError:
+                    break  # the window ended with the job still waiting
+                done += 1
+    finally:
+        Cgroup(top.mount).add_proc(os.getpid())
+        for proc in procs:
+            proc.stop()
+        base.remove(recursive=True)
+    return done / WINDOW_S
+
+
+def shape_figures(top: Cgroup) -> dict[str, object]:
+    multislot: dict[str, float] = {}
+    errors: list[float] = []
+    for credits in MULTISLOT_CREDITS:
+        for weight, want in SHALLOW_WEIGHTS.items():
+            progress(f"multislot: credits {credits}, shallow at {weight}:100")
+            got = multislot_shallow(top, credits, weight)
+            multislot[f"credits {credits}, {weight}:100"] = round(got, 2)
+            errors.append(abs(got - want))
+    think: dict[str, dict[str, float]] = {}
+    think_errors, idle = [], []
+    for fraction in THINK_FRACTIONS:
+        progress(f"think time {int(fraction * 100)}% of the job")
+        demand, got, idle_pct = think_share(top, fraction)
+        want = min(demand, THINK_SHARE)
+        think[f"{int(fraction * 100)}%"] = {"share": round(got, 2), "want": round(want, 2),
+                                           "idle": round(idle_pct, 2)}
+        think_errors.append(abs(got - want))
+        idle.append(idle_pct)
+    rates: dict[str, dict[str, float]] = {}
+    for where, params in (("one engine", {}), ("two devices", {"fifo": "0"})):
+        node0, node1 = load_simgpu(**params)
+        signal_node = node0 if where == "one engine" else node1
+        progress(f"priority inversion, {where}")
+        alone = inversion_rate(top, "inv-alone", node0, signal_node, middle=False)
+        loaded = inversion_rate(top, "inv-loaded", node0, signal_node, middle=True)
+        rates[where] = {"alone": round(alone, 1), "loaded": round(loaded, 1)}
+    load_simgpu()
+    return {
+        "multislot_shallow_error_pts": round(max(errors), 2),
+        "multislot_shallow_pct": multislot,
+        "think_share_error_pts": round(max(think_errors), 2),
+        "think_share_pct": think,
+        "anticipation_idle_pct": round(max(idle), 2),
+        "inversion_rate_ratio": round(min(r["loaded"] / r["alone"] if r["alone"] else 0.0
+                                          for r in rates.values()), 3),
+        "inversion_rates_per_s": rates,
+    }
