@@ -68,9 +68,9 @@ from pathlib import Path
 from common import save, table  # first: it puts tests/ on sys.path
 from simgpu import ClientProcess, Load, SimGpu, render_nodes
 
-from pycgpu import formats
-from pycgpu.cgroup import Cgroup, find_mount
-from pycgpu.usage.fdinfo import fd_devnum, parse_fdinfo
+from pycgpu.core import formats
+from pycgpu.core.cgroup import Cgroup, find_mount
+from pycgpu.monitoring.fdinfo import fd_devnum, parse_fdinfo
 
 BASE = os.environ.get("PYCGPU_BASE", "6.12")
 # what device 1 keeps: drm_sched's FIFO on 6.12; on 7.3 the boot's FAIR

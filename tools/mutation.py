@@ -2,8 +2,8 @@
 """Mutation scores of pycgpu's tests (make mutation, make mutation-core).
 
 Two sets of modules. ``monitoring`` (the default): runs mutmut (configured
-in pyproject.toml, [tool.mutmut]: pycgpu/usage/ and
-pycgpu/commands/cmd_monitor.py mutated, the host tier as the tests) and
+in pyproject.toml, [tool.mutmut]: pycgpu/monitoring/ and
+pycgpu/cli/commands/cmd_monitor.py mutated, the host tier as the tests) and
 prints, per module and in all, how many mutants the tests killed. The score
 is killed / (killed + survived + no tests): a mutant no test reaches counts
 against it, a timeout, a segfault or a type-check catch counts as killed;
@@ -47,8 +47,8 @@ MUTMUT = Path(sys.executable).parent / "mutmut"
 OUT = ROOT / "bench" / "results" / "mutation.json"
 CORE_OUT = ROOT / "bench" / "results" / "mutation-core.json"
 CORE_STAGE = ROOT / "out" / "mutation" / "core"
-CORE_MODULES = ["pycgpu/knobs.py", "pycgpu/cgroup.py", "pycgpu/oci.py", "pycgpu/hook.py",
-                "pycgpu/kubepods.py"]
+CORE_MODULES = ["pycgpu/core/knobs.py", "pycgpu/core/cgroup.py", "pycgpu/runtime/oci.py",
+                "pycgpu/runtime/hook.py", "pycgpu/k8s/kubepods.py"]
 # the host test files that exercise them (the CLI's tree commands drive knobs and cgroup)
 CORE_TESTS = ["tests/host/" + name for name in (
     "test_knobs.py", "test_cgroup_tree.py", "test_cli_tree.py", "test_all_or_none.py",

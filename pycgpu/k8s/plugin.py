@@ -39,8 +39,9 @@ from typing import Any
 
 import grpc
 
-from .. import cdi, formats
-from ..oci import HookCommand, atomic_write
+from ..core import formats
+from ..runtime import cdi
+from ..runtime.oci import HookCommand, atomic_write
 from . import shares as sh
 from .api import DEVICE_PLUGIN, load
 from .sources import DeviceSource

@@ -31,11 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import annotations as ann
-from .. import cdi, formats
+from ..core import formats
+from ..runtime import annotations as ann
+from ..runtime import cdi
 
 if TYPE_CHECKING:
-    from ..devices import Device
+    from ..core.devices import Device
 
 RESOURCE = "pycgpu.io/gpu-share"
 DEFAULT_SHARES = 10
@@ -213,7 +214,7 @@ class Inventory:
 def _resolve_keys(keys: Iterable[str], devices: list[Device], what: str,
                   warnings: list[str]) -> dict[str, str]:
     """DEV text -> render node name for the keys that name a present device."""
-    from ..devices import DeviceError, resolve
+    from ..core.devices import DeviceError, resolve
 
     out = {}
     for key in keys:

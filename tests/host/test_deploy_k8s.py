@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from pycgpu.cli import main
-from pycgpu.commands.cmd_k8s import PLUGIN_DIR
+from pycgpu.cli.commands.cmd_k8s import PLUGIN_DIR
 from pycgpu.k8s.shares import DEFAULT_SHARES, RESOURCE
 
 ROOT = Path(__file__).resolve().parents[2]

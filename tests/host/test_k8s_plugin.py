@@ -24,13 +24,13 @@ import pytest
 from conftest import _node
 from fakekubelet import FakeKubelet, response_dict
 
-from pycgpu import annotations as ann
-from pycgpu.devices import Device, resolve
-from pycgpu.formats import DevT
-from pycgpu.formats import format_size_exact as exact
+from pycgpu.core.devices import Device, resolve
+from pycgpu.core.formats import DevT
+from pycgpu.core.formats import format_size_exact as exact
 from pycgpu.k8s import shares as sh
 from pycgpu.k8s.plugin import DevicePlugin
 from pycgpu.k8s.sources import StaticSource
+from pycgpu.runtime import annotations as ann
 
 GIB = 1 << 30
 
@@ -181,7 +181,7 @@ def test_sysfs_memory_size_is_used(tmp_path, fake_sysfs):
     sysfs, _ = fake_sysfs
     (sysfs / "class" / "drm" / "renderD128" / "device" / sh.VRAM_FILE).write_text(
         f"{16 * GIB}\n")
-    from pycgpu.devices import discover
+    from pycgpu.core.devices import discover
 
     inv = sh.build(discover(sysfs, fake_sysfs[1]), sh.parse_config(["4"], 100, ["1G"])[0],
                    sysfs)
@@ -415,7 +415,7 @@ def test_the_cdi_spec_follows_gpus_that_come_and_go(sockdir, tmp_path):
     """Written at the first refresh, rewritten atomically (a new file
     renamed over the old one: a new inode) when the set of GPUs changes, left
     alone when it does not, removed when no GPU is left."""
-    from pycgpu.oci import hook_command
+    from pycgpu.runtime.oci import hook_command
 
     spec = tmp_path / "cdi" / "pycgpu.json"
     spec.parent.mkdir()

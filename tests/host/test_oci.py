@@ -1,4 +1,4 @@
-"""`pycgpu oci generate` and `pycgpu oci patch` (pycgpu.oci): runc's default
+"""`pycgpu oci generate` and `pycgpu oci patch` (pycgpu.runtime.oci): runc's default
 spec, the runtime-spec schema, preservation of everything else, atomic
 writes, and every refusal leaving the file untouched."""
 
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from runtime_schemas import oci_errors
 
-from pycgpu import annotations as ann
-from pycgpu import oci
-from pycgpu.runc_spec import TEXT as RUNC_SPEC
+from pycgpu.runtime import annotations as ann
+from pycgpu.runtime import oci
+from pycgpu.runtime.runc_spec import TEXT as RUNC_SPEC
 
 DENY_ALL = {"allow": False, "access": "rwm"}
 
@@ -212,7 +212,7 @@ def test_patch_hook_mode_carries_knobs_in_annotations(bundle, cli):
          "args": ["pycgpu", "oci", "hook", "--allow", "pycgpu.io/gpu.priority"]}]}
     assert "unified" not in doc["linux"]["resources"]
     # what the hook will read back
-    from pycgpu.commands.common import State
+    from pycgpu.cli.commands.common import State
 
     state = State(sysfs_root=Path(cli.env["PYCGPU_SYSFS_ROOT"]),
                   dev_root=Path(cli.env["PYCGPU_DEV_ROOT"]))

@@ -21,9 +21,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from test_cli_monitor import TRAIN, WEB, env  # noqa: F401  (the fixture)
 
 from pycgpu.k8s import podresources as pr
-from pycgpu.usage import exporter as exp
-from pycgpu.usage.kernel import KernelSource
-from pycgpu.usage.view import Monitor
+from pycgpu.monitoring import exporter as exp
+from pycgpu.monitoring.kernel import KernelSource
+from pycgpu.monitoring.view import Monitor
 
 SHARE = "pycgpu.io/gpu-share"
 

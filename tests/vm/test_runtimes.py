@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from pycgpu import formats
-from pycgpu.cgroup import Cgroup
+from pycgpu.core import formats
+from pycgpu.core.cgroup import Cgroup
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "runtimes.md"
