@@ -21,7 +21,7 @@ state on stdin (runtime-spec "State": ``id``, ``pid``, ``bundle``,
    lock ``pycgpu create`` takes (:func:`pycgpu.core.locks.tree_lock`): containers
    that start together in one slice share the parents it enables;
 5. under Kubernetes, when it set a weight, gives the container's pod and QoS
-   slice the sum of the GPU weights below them (:mod:`pycgpu.k8s.kubepods`), so
+   slice the sum of the GPU weights below them (:mod:`pycgpu.runtime.kubepods`), so
    that pods share by their weights and not at 100 each.
 
 It fails closed: anything it cannot do or check makes it exit non-zero,
@@ -215,8 +215,7 @@ def run(
     :data:`pycgpu.runtime.allowlist.DEFAULT`: no priority). Raises
     :class:`HookError` subclasses; nothing is changed then."""
     from ..core import knobs, locks
-    from ..k8s import kubepods
-    from . import imagecheck
+    from . import imagecheck, kubepods
 
     state = State.parse(text)
     cached: dict[str, dict[str, Any]] = {}
@@ -277,10 +276,8 @@ def run(
         raise Refused(f"container {state.id}: {e.strerror or e}") from None
     outcome.writes = plan.steps()
     if request.share_ids:
-        from ..k8s.podresources import record_share_ids
-
         try:
-            record_share_ids(cg.path, request.share_ids)
+            kubepods.record_share_ids(cg.path, request.share_ids)
         except OSError as e:  # labels only: the knobs are set
             outcome.warnings.append(f"cannot record the share IDs on {cg.path} for the "
                                     f"exporter's pod labels: {e.strerror or e}")

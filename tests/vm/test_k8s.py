@@ -18,7 +18,7 @@ The containers sit where the kubelet (cgroupfs driver) puts them: a
 Burstable pod (``kubepods/burstable/pod<UID>/<ID>``, beside its sandbox,
 which uses no GPU) and a Guaranteed one (``kubepods/pod<UID>/<ID>``), so
 the weights meet at two levels: the hook gives the Burstable pod and its
-QoS slice the 300 below them (pycgpu.k8s.kubepods), and the Guaranteed pod
+QoS slice the 300 below them (pycgpu.runtime.kubepods), and the Guaranteed pod
 100; without that, the slice and the pod would compete at 100 each.
 """
 

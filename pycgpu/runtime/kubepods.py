@@ -44,6 +44,7 @@ import fcntl
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..core import formats
 from ..core.cgroup import Cgroup, CgroupError
@@ -51,6 +52,9 @@ from ..core.formats import DevT
 from ..core.knobs import PartialUndo
 
 XATTR = "trusted.pycgpu.weight"
+# the share IDs of a container's GPU shares (the device plugin's), recorded by
+# the hook for the exporter's pod labels (pycgpu.k8s.podresources reads them)
+SHARE_IDS_XATTR = "user.pycgpu.share_ids"
 # the kubelet's root cgroup: kubepods (cgroupfs), kubepods.slice (systemd), or
 # kubelet-kubepods.slice under kubelet.slice
 _ROOTS = ("kubepods", "kubepods.slice", "kubelet-kubepods.slice")
@@ -240,3 +244,23 @@ def apply(cg: Cgroup, asked: Asked) -> list[tuple[Cgroup, Asked]]:
                 e.add_note(f"pycgpu: could not restore the GPU weights of {', '.join(left)}")
             raise
     return changed
+
+
+def share_ids_of(cgroup_dir: str | Path) -> tuple[str, ...]:
+    """The share IDs the hook recorded on a cgroup directory (none when it
+    recorded none, or the file system keeps no such attribute)."""
+    try:
+        raw = os.getxattr(cgroup_dir, SHARE_IDS_XATTR)
+    except OSError:
+        return ()
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError:
+        return ()
+    return tuple(s for s in (p.strip() for p in text.split(",")) if s)
+
+
+def record_share_ids(cgroup_dir: str | Path, share_ids: tuple[str, ...]) -> None:
+    """Record @share_ids on the cgroup directory (OSError when the file
+    system keeps no user extended attributes: cgroup2 does since Linux 5.7)."""
+    os.setxattr(cgroup_dir, SHARE_IDS_XATTR, ",".join(share_ids).encode())
