@@ -1,4 +1,5 @@
-"""The OCI createRuntime hook: ``pycgpu oci hook``.
+"""The OCI createRuntime hook: the ``pycgpu-hook`` program (:func:`main`;
+``pycgpu oci hook`` runs the same :func:`execute`).
 
 The runtime (runc, crun; through CDI also podman, containerd, CRI-O and
 Docker) runs the hook after it has created the container's cgroup and init
@@ -27,12 +28,19 @@ state on stdin (runtime-spec "State": ``id``, ``pid``, ``bundle``,
 It fails closed: anything it cannot do or check makes it exit non-zero,
 which makes the runtime abort the container. A container without
 ``pycgpu.io/`` annotations is left alone.
+
+The runtime starts the hook for every container, so ``pycgpu-hook`` is a
+program of its own, not the click CLI: it imports the standard library and
+what it uses of :mod:`pycgpu.core` and :mod:`pycgpu.runtime`, and no more
+(tests/host/test_hook_entry.py checks).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection
+import os
+import sys
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +48,11 @@ from typing import Any
 from ..core.cgroup import Cgroup, CgroupError
 from . import annotations as ann
 from .oci import CONFIG, ConfigError
+
+PROG = "pycgpu-hook"
+# exit codes: as the CLI's (pycgpu --help)
+EXIT_REFUSED, EXIT_BAD_INPUT, EXIT_MISMATCH = 1, 2, 3
+ALLOW_LIST = Path("/etc/pycgpu/runtime/annotations.allow")
 
 
 class HookError(Exception):
@@ -284,3 +297,124 @@ def run(
     outcome.pod_weights = [f"{anc.name}: " + ", ".join(total.format().splitlines())
                            for anc, total in pods]
     return outcome
+
+
+def execute(data: bytes, *, allow: Collection[str], allow_list: Path, mount: Callable[[], Path],
+            resolve: Callable[[str], Any], sysfs_root: Path, dev_root: Path, proc_root: Path,
+            prog: str = PROG, err: Any = None) -> int:
+    """One run of the hook as the runtime starts it, on the state @data:
+    the node's allow-list @allow_list plus @allow, then :func:`run`. Errors
+    and warnings go to @err (default stderr), one line each, named by
+    @prog; returns the exit code (0, or EXIT_*)."""
+    from . import allowlist, imagecheck
+
+    out = sys.stderr if err is None else err
+    try:
+        allowed = allowlist.for_hook(allow, allow_list)
+    except allowlist.AllowListError as e:
+        print(f"Error: {prog}: {e}", file=out)
+        return EXIT_REFUSED
+    try:
+        outcome = run(data, resolve=resolve, mount=mount, proc_root=proc_root,
+                      image_host=lambda: imagecheck.host(sysfs_root, dev_root, proc_root),
+                      allowed=allowed)
+    except HookError as e:
+        print(f"Error: {prog}: {e}", file=out)
+        return (EXIT_BAD_INPUT if isinstance(e, BadInput) else
+                EXIT_MISMATCH if isinstance(e, ImageMismatch) else EXIT_REFUSED)
+    for warning in outcome.warnings:
+        print(f"{prog}: warning: {warning}", file=out)
+    return 0
+
+
+USAGE = f"""usage: {PROG} [--allow KEY]... [--allow-list FILE] [--cgroup-root DIR]
+
+The OCI createRuntime hook: applies a container's pycgpu.io/* annotations
+to its cgroup. The container runtime runs it with the container's OCI
+state on stdin (pycgpu oci hook --help says what it accepts and does).
+
+  --allow KEY         accept this annotation too, on top of the node's
+                      allow-list (repeatable)
+  --allow-list FILE   the node's allow-list [$PYCGPU_ALLOW_LIST;
+                      default {ALLOW_LIST}]
+  --cgroup-root DIR   the cgroup2 mount [$PYCGPU_CGROUP_ROOT; default: the
+                      first cgroup2 mount]
+
+Exit codes: 0 applied (or nothing to do); 1 the host refused or lacks
+something; 2 bad state or annotations; 3 the image check failed.
+"""
+
+
+def _options(argv: Sequence[str]) -> dict[str, list[str]] | None:
+    """The options of @argv by name, or None for anything else (usage error)."""
+    names = {"--allow": "allow", "--allow-list": "allow_list", "--cgroup-root": "cgroup_root",
+             "--proc-root": "proc_root", "--sysfs-root": "sysfs_root", "--dev-root": "dev_root"}
+    out: dict[str, list[str]] = {}
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        name, eq, value = arg.partition("=")
+        if name not in names:
+            return None
+        if not eq:
+            if not args:
+                return None
+            value = args.pop(0)
+        out.setdefault(names[name], []).append(value)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``pycgpu-hook``: the hook as its own program (see :data:`USAGE`)."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args in (["-h"], ["--help"]):
+        print(USAGE, end="")
+        return 0
+    opts = _options(args)
+    if opts is None:
+        print(USAGE, end="", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if sys.stdin is None or sys.stdin.isatty():
+        print(f"Error: {PROG} reads the container's OCI state on stdin: the runtime runs it "
+              f"(see {PROG} --help)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+    def last(name: str, env: str, default: str | None) -> str | None:
+        return opts[name][-1] if name in opts else os.environ.get(env) or default
+
+    root = last("cgroup_root", "PYCGPU_CGROUP_ROOT", None)
+    sysfs_root = Path(last("sysfs_root", "PYCGPU_SYSFS_ROOT", "/sys") or "/sys")
+    dev_root = Path(last("dev_root", "PYCGPU_DEV_ROOT", "/dev") or "/dev")
+    found: list[Any] = []
+
+    def mount() -> Path:
+        from ..core.cgroup import find_mount
+
+        if root is None:
+            return find_mount()
+        if not os.path.isfile(os.path.join(root, "cgroup.controllers")):
+            raise CgroupError(2, f"the cgroup root {root} is not a cgroup2 mount "
+                                 "(no cgroup.controllers)")
+        return Path(root)
+
+    def resolve(text: str) -> Any:
+        from ..core.devices import discover
+        from ..core.devices import resolve as resolve_device
+
+        if not found:
+            found.append(discover(sysfs_root, dev_root))
+        return resolve_device(text, found[0]).devt
+
+    try:
+        return execute(sys.stdin.buffer.read(), allow=opts.get("allow", []),
+                       allow_list=Path(last("allow_list", "PYCGPU_ALLOW_LIST", str(ALLOW_LIST))
+                                       or ALLOW_LIST),
+                       mount=mount, resolve=resolve, sysfs_root=sysfs_root, dev_root=dev_root,
+                       proc_root=Path(last("proc_root", "PYCGPU_PROC_ROOT", "/proc") or "/proc"))
+    except CgroupError as e:  # no cgroup2 mount
+        print(f"Error: {PROG}: {e.strerror or e}", file=sys.stderr)
+        return EXIT_REFUSED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

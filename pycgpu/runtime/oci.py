@@ -221,9 +221,13 @@ class DeviceNode:
                 "access": DEVICE_ACCESS}
 
 
+HOOK_PROGRAM = "pycgpu-hook"  # pycgpu.runtime.hook:main
+
+
 @dataclass(frozen=True)
 class HookCommand:
-    """The command of the createRuntime hook (``pycgpu oci hook``)."""
+    """The command of the createRuntime hook (``pycgpu-hook``, or
+    ``pycgpu oci hook``)."""
 
     path: str
     args: tuple[str, ...]
@@ -233,22 +237,27 @@ class HookCommand:
 
 
 def hook_command(executable: str | None = None, allow: Iterable[str] = ()) -> HookCommand:
-    """``pycgpu oci hook`` run by @executable (the pycgpu script), by the
-    pycgpu on PATH, or else by this Python as ``python -m pycgpu``; with
-    ``--allow KEY`` for each of @allow (annotation keys the hook accepts on
-    top of the node's allow-list: :mod:`pycgpu.runtime.allowlist`). Hooks need
-    absolute paths: the runtime does not search PATH."""
+    """The hook's command: @executable, either ``pycgpu-hook`` (the hook's
+    own program) or the ``pycgpu`` script (``pycgpu oci hook``); by
+    default the pycgpu-hook on PATH, else the pycgpu on PATH, else this
+    Python running :mod:`pycgpu.runtime.hook`. With ``--allow KEY`` for each
+    of @allow (annotation keys the hook accepts on top of the node's
+    allow-list: :mod:`pycgpu.runtime.allowlist`). Hooks need absolute
+    paths: the runtime does not search PATH."""
     import shutil
     import sys
 
     extra = tuple(a for k in sorted(set(allow)) for a in ("--allow", k))
     if executable is None:
-        executable = shutil.which("pycgpu")
+        executable = shutil.which(HOOK_PROGRAM) or shutil.which("pycgpu")
     if executable is not None:
         path = os.path.abspath(executable)
-        return HookCommand(path, (os.path.basename(path), "oci", "hook", *extra))
+        name = os.path.basename(path)
+        if name.startswith(HOOK_PROGRAM):
+            return HookCommand(path, (name, *extra))
+        return HookCommand(path, (name, "oci", "hook", *extra))
     return HookCommand(os.path.abspath(sys.executable),
-                       ("python3", "-m", "pycgpu", "oci", "hook", *extra))
+                       ("python3", "-m", "pycgpu.runtime.hook", *extra))
 
 
 @dataclass

@@ -118,7 +118,7 @@ def test_the_device_plugin_writes_the_cdi_spec(manifests):
     ctx = parse_cli(ctr["command"])[-1]
     assert host_path_of(manifests, ctr, str(option(ctx, "cdi_spec"))).startswith("/etc/cdi/")
     hook = option(ctx, "cdi_hook_path")
-    assert hook == "/opt/pycgpu/bin/pycgpu"
+    assert hook == "/opt/pycgpu/bin/pycgpu-hook"
     assert f"`{hook}`" in (ROOT / "docs" / "kubernetes.md").read_text()
     assert hook in (ROOT / "README.md").read_text()
     assert "initContainers" not in pod_spec(manifests)  # one writer of the spec

@@ -32,7 +32,8 @@ def cdi() -> None:
 @click.option("--hook", "use_hook", is_flag=True,
               help="Add the createRuntime hook that applies pycgpu.io/* annotations.")
 @click.option("--hook-path", metavar="FILE",
-              help="The pycgpu executable the hook runs (default: pycgpu on PATH).")
+              help="The hook's program: pycgpu-hook, or the pycgpu script (default: "
+                   "pycgpu-hook on PATH, else pycgpu).")
 @click.option("--hook-allow", "hook_allow", multiple=True, metavar="KEY",
               help="Let the hook accept this annotation too (e.g. gpu.priority), on top of "
                    "the node's allow-list (implies --hook). Repeatable.")

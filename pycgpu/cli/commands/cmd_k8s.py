@@ -154,10 +154,10 @@ def inventory(state: State, shares: tuple[str, ...], weight_per_share: int,
 @click.option("--cdi-spec", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help="Write the CDI spec of the advertised GPUs here (e.g. "
                    "/etc/cdi/pycgpu.json), at start and whenever GPUs come or go.")
-@click.option("--cdi-hook-path", metavar="FILE", default="/opt/pycgpu/bin/pycgpu",
+@click.option("--cdi-hook-path", metavar="FILE", default="/opt/pycgpu/bin/pycgpu-hook",
               show_default=True,
-              help="The pycgpu executable on the host that the spec's createRuntime hook "
-                   "runs.")
+              help="The program on the host that the spec's createRuntime hook runs: "
+                   "pycgpu-hook (or the pycgpu script, as pycgpu oci hook).")
 @click.option("--check-interval", type=click.FloatRange(min=0.05), default=2.0,
               show_default=True, metavar="SECONDS",
               help="Check the sockets this often (kubelet restarts: serve and register "

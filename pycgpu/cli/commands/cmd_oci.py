@@ -124,7 +124,8 @@ def patch_options(f: F) -> F:
     f = click.option("--image-check", type=click.Choice(["enforce", "warn"]),
                      help="Make the hook check the image's GPU user space (implies --hook).")(f)
     f = click.option("--hook-path", metavar="FILE",
-                     help="The pycgpu executable the hook runs (default: pycgpu on PATH).")(f)
+                     help="The hook's program: pycgpu-hook, or the pycgpu script "
+                          "(default: pycgpu-hook on PATH, else pycgpu).")(f)
     f = click.option("--hook", "use_hook", is_flag=True,
                      help="Apply the knobs from a createRuntime hook (annotations) "
                           "instead of linux.resources.unified.")(f)
@@ -400,30 +401,14 @@ def hook(state: State, allow: tuple[str, ...], allow_list: Path, proc_root: Path
     import sys
 
     from ...runtime import hook as hookmod
-    from ...runtime import imagecheck
 
     stdin = sys.stdin
     if stdin.isatty():
         raise BadValue("pycgpu oci hook reads the container's OCI state on stdin: the runtime "
                        "runs it (see pycgpu oci hook --help)")
-
-    from ...runtime import allowlist
-
-    try:
-        allowed = allowlist.for_hook(allow, allow_list)
-    except allowlist.AllowListError as e:
-        raise Refused(f"pycgpu oci hook: {e}") from None
-    try:
-        outcome = hookmod.run(
-            stdin.buffer.read(), resolve=state.resolve_devt, mount=lambda: state.mount,
-            proc_root=proc_root,
-            image_host=lambda: imagecheck.host(state.sysfs_root, state.dev_root, proc_root),
-            allowed=allowed)
-    except hookmod.BadInput as e:
-        raise BadValue(f"pycgpu oci hook: {e}") from None
-    except hookmod.ImageMismatch as e:
-        raise Mismatch(f"pycgpu oci hook: {e}") from None
-    except hookmod.Refused as e:
-        raise Refused(f"pycgpu oci hook: {e}") from None
-    for warning in outcome.warnings:
-        click.echo(f"pycgpu oci hook: warning: {warning}", err=True)
+    code = hookmod.execute(stdin.buffer.read(), allow=allow, allow_list=allow_list,
+                           mount=lambda: state.mount, resolve=state.resolve_devt,
+                           sysfs_root=state.sysfs_root, dev_root=state.dev_root,
+                           proc_root=proc_root, prog="pycgpu oci hook")
+    if code:
+        raise click.exceptions.Exit(code)
