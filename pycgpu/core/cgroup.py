@@ -15,6 +15,7 @@ from pathlib import Path, PurePath
 from typing import TypeVar
 
 from . import formats
+from .errors import Error
 
 T = TypeVar("T")
 
@@ -26,9 +27,11 @@ NAME_MAX = 255  # bytes in one path component (cgroupfs: kernfs, like any Linux 
 
 
 READ, WRITE, MKDIR, RMDIR = "read", "write", "mkdir", "rmdir"
+# InvalidPath.reason: an absolute path under the usual mount, another root given
+OUTSIDE_ROOT = "outside-root"
 
 
-class CgroupError(OSError):
+class CgroupError(Error, OSError):
     """A cgroup operation the kernel refused; the message names the file and
     the value. @op says what failed (:data:`READ` a file, :data:`WRITE` one,
     :data:`MKDIR`, :data:`RMDIR`; empty: something else) and @file on which
@@ -47,7 +50,7 @@ class DelegatedRefusal(CgroupError):
     who may set it, so no generic fix applies."""
 
 
-class InvalidPath(ValueError):
+class InvalidPath(Error, ValueError):
     """A cgroup path pycgpu refuses before touching anything: ``..``, a
     component the kernel cannot take, or an absolute path outside the root."""
 
@@ -108,7 +111,7 @@ def resolve_path(mount: Path, text: str) -> Path:
         if root != default and (text.rstrip("/") == default or text.startswith(default + "/")):
             raise InvalidPath(
                 f"{formats.shown(text)} is under {default}, but the cgroup root is {root}: "
-                f"give the path relative to the root (or pass --cgroup-root {default})")
+                f"give the path relative to the root").because(OUTSIDE_ROOT, mount=default)
         rel = text
     return check_relpath(rel)
 

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import Error
 from .formats import DevT, FormatError, shown
 
 SYSFS_ROOT = Path("/sys")
@@ -35,7 +36,7 @@ DEV_ROOT = Path("/dev")
 _PCI = re.compile(r"(?:([0-9a-fA-F]{4}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])")
 
 
-class DeviceError(LookupError):
+class DeviceError(Error, LookupError):
     """A device name that matches no render node; the message lists the known ones."""
 
 

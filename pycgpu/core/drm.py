@@ -45,6 +45,8 @@ from typing import Any, Self
 
 from cffi import FFI
 
+from .errors import Error
+
 ffi = FFI()
 ffi.cdef(
     """
@@ -99,7 +101,7 @@ IOCTL_NAMES: dict[int, str] = {
 }
 
 
-class DrmError(OSError):
+class DrmError(Error, OSError):
     """A DRM node that could not be opened or an ioctl it refused."""
 
     def __init__(self, code: int, node: str | Path, ioctl: str) -> None:

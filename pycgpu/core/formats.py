@@ -18,13 +18,15 @@ import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from .errors import Error
+
 WEIGHT_MIN, WEIGHT_DEFAULT, WEIGHT_MAX = 1, 100, 10000
 PRIORITY_MIN, PRIORITY_DEFAULT, PRIORITY_MAX = -1023, 0, 1023
 MAX = "max"
 DEFAULT = "default"
 
 
-class FormatError(ValueError):
+class FormatError(Error, ValueError):
     """Text that does not follow a cgroup file format, or a value out of range."""
 
 

@@ -16,12 +16,13 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from .errors import Error
 from .formats import FormatError, decode
 
 MAX_DEPTH = 100
 
 
-class NotJSON(ValueError):
+class NotJSON(Error, ValueError):
     """Input that is not a JSON document pycgpu takes; the message is one
     line that names the source and where it went wrong."""
 

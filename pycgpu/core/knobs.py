@@ -24,12 +24,37 @@ from pathlib import Path
 
 from . import formats, interrupts
 from .cgroup import CONTROLLER, Cgroup, CgroupError, delegated_to_caller
+from .errors import Error
 from .formats import DevT
 
 WEIGHT, PRIORITY, MEMORY_MAX = "gpu.weight", "gpu.priority", "gpu.memory.max"
 
+# what went wrong, as :attr:`pycgpu.Error.reason` (and :attr:`Notice.reason`) say
+# it, for a caller adding its own advice (the CLI: commands/common.py)
+UNKNOWN_DEVICE = "unknown-device"  # details: none
+NO_GROUP = "no-group"  # details: group
+EXISTS = "exists"  # details: group
+NOTHING_TO_SET = "nothing-to-set"
+NO_CONTROLLER = "no-controller"
+GPU_NOT_ENABLED = "gpu-not-enabled"  # details: group
+NO_MEMORY_SUPPORT = "no-memory-support"  # details: file
+PRIORITY_CAPPED = "priority-capped"  # details: ancestor, priority (the one asked for)
 
-class InvalidRequest(ValueError):
+
+class Notice(str):
+    """A warning of a plan: its text, and @reason and @details as an
+    error's (:class:`pycgpu.Error`)."""
+
+    reason: str = ""
+    details: dict[str, str]
+
+    def __new__(cls, text: str, reason: str = "", **details: str) -> Notice:
+        self = super().__new__(cls, text)
+        self.reason, self.details = reason, details
+        return self
+
+
+class InvalidRequest(Error, ValueError):
     """A request that is wrong whatever the kernel says (bad value, missing group)."""
 
 
@@ -119,9 +144,9 @@ class Names:
     """What the three knob values are called in messages: the CLI's options,
     or the container annotations."""
 
-    weight: str = "--weight"
-    priority: str = "--priority"
-    memory_max: str = "--memory-max"
+    weight: str = "weight"
+    priority: str = "priority"
+    memory_max: str = "memory.max"
 
 
 def _number(what: str, text: str, expected: str, check: Callable[[int], int]) -> int:
@@ -138,7 +163,7 @@ def _device(resolve: DeviceResolver, text: str, what: str) -> DevT:
     try:
         return resolve(text)
     except (DeviceError, formats.FormatError) as e:
-        raise InvalidRequest(f"{what}: {e} (see pycgpu devices)") from None
+        raise InvalidRequest(f"{what}: {e}").because(UNKNOWN_DEVICE) from None
 
 
 def parse_settings(weights: tuple[str, ...] | list[str], priority: str | None,
@@ -239,7 +264,7 @@ class Plan:
     structure: list[tuple[str, Cgroup]] = field(default_factory=list)
     writes: list[Write] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)  # what the plan will not achieve
+    warnings: list[Notice] = field(default_factory=list)  # what the plan will not achieve
     # the groups the plan enables gpu in, as they were at the plan
     shapes: dict[Path, Shape] = field(default_factory=dict)
 
@@ -288,24 +313,26 @@ def _priority_plan(cg: Cgroup, settings: Settings, raise_ancestors: bool,
     cap = ceiling(cg)
     if cap is not None and cap[0] < want:
         value, level = cap
+        what = (f"{cg.name} gets priority {want} but its effective priority stays {value}: "
+                f"ancestor {level.name} has gpu.priority {value}")
         if delegated_to_caller(level.path / PRIORITY):
-            fix = (f"only the owner of {level.name}'s parent can raise it: a delegated "
-                   f"subtree can lower its priority, never raise it")
+            plan.warnings.append(Notice(
+                f"{what} (only the owner of {level.name}'s parent can raise it: a delegated "
+                f"subtree can lower its priority, never raise it)"))
         else:
-            fix = f"fix: add --raise-ancestors, or pycgpu set {level.name} --priority {want}"
-        plan.warnings.append(
-            f"{cg.name} gets priority {want} but its effective priority stays {value}: "
-            f"ancestor {level.name} has gpu.priority {value} ({fix})")
+            plan.warnings.append(Notice(what, PRIORITY_CAPPED, ancestor=level.name,
+                                        priority=str(want)))
 
 
 def _missing_knob(cg: Cgroup, name: str) -> Unavailable:
     if name.startswith("gpu.memory.") and cg.has(WEIGHT):
-        why = (f"this kernel lacks {name} (fix: boot a kernel with the gpu memory support, "
-               f"or leave out --memory-max)")
+        e = Unavailable(errno.ENOENT, f"this kernel lacks {name}")
+        e.because(NO_MEMORY_SUPPORT, file=name)
     else:
-        why = (f"the gpu controller is not enabled for {cg.name} (no {name}; "
-               f"fix: pycgpu create {cg.name} --exist-ok)")
-    return Unavailable(errno.ENOENT, why)
+        e = Unavailable(errno.ENOENT, f"the gpu controller is not enabled for {cg.name} "
+                                      f"(no {name})")
+        e.because(GPU_NOT_ENABLED, group=cg.name)
+    return e
 
 
 def _check_controller(cg: Cgroup) -> None:
@@ -318,8 +345,8 @@ def _check_controller(cg: Cgroup) -> None:
         raise Unavailable(
             errno.ENOENT,
             f"no gpu controller in {cg.mount}/cgroup.controllers "
-            "(kernel without CONFIG_CGROUP_GPU; fix: see pycgpu check)",
-        )
+            "(kernel without CONFIG_CGROUP_GPU)",
+        ).because(NO_CONTROLLER)
 
 
 def plan_set(cg: Cgroup, settings: Settings, raise_ancestors: bool = False) -> Plan:
@@ -328,10 +355,10 @@ def plan_set(cg: Cgroup, settings: Settings, raise_ancestors: bool = False) -> P
     if cg.is_root:
         raise InvalidRequest("the root cgroup has no gpu.* files: name a child group")
     if not cg.exists():
-        raise InvalidRequest(
-            f"cgroup {cg.name} does not exist (create it: pycgpu create {cg.name})")
+        raise InvalidRequest(f"cgroup {cg.name} does not exist").because(NO_GROUP,
+                                                                           group=cg.name)
     if settings.is_empty():
-        raise InvalidRequest("nothing to set: give --weight, --priority or --memory-max")
+        raise InvalidRequest("nothing to set").because(NOTHING_TO_SET)
     writes = settings.writes()
     _check_controller(cg)
     for name in settings.files():
@@ -349,9 +376,7 @@ def plan_create(cg: Cgroup, settings: Settings, exist_ok: bool = False,
     if cg.is_root:
         raise InvalidRequest("the root cgroup always exists: name a child group")
     if cg.exists() and not exist_ok:
-        raise InvalidRequest(
-            f"cgroup {cg.name} already exists (change it with pycgpu set {cg.name}, "
-            "or pass --exist-ok)")
+        raise InvalidRequest(f"cgroup {cg.name} already exists").because(EXISTS, group=cg.name)
     writes = settings.writes()
     _check_controller(cg)
     structure: list[tuple[str, Cgroup]] = []

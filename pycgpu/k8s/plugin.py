@@ -40,6 +40,7 @@ from typing import Any
 import grpc
 
 from ..core import formats
+from ..core.errors import Error
 from ..runtime import cdi
 from ..runtime.oci import HookCommand, atomic_write
 from . import shares as sh
@@ -62,7 +63,7 @@ API_VERSION = "v1beta1"
 Log = Callable[[str], None]
 
 
-class PluginError(RuntimeError):
+class PluginError(Error, RuntimeError):
     """The plugin cannot serve (its socket cannot be created)."""
 
 

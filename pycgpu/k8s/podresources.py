@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.errors import Error
 from ..runtime.kubepods import share_ids_of
 from .api import POD_RESOURCES, ApiUnavailable, load
 
@@ -29,7 +30,7 @@ TIMEOUT = 2.0
 RESOURCE = "pycgpu.io/gpu-share"
 
 
-class PodResourcesError(RuntimeError):
+class PodResourcesError(Error, RuntimeError):
     """The kubelet's PodResources API did not answer."""
 
 

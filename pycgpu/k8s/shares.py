@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core import formats
+from ..core.errors import Error
 from ..runtime import annotations as ann
 from ..runtime import cdi
 
@@ -48,7 +49,7 @@ VRAM_FILE = "mem_info_vram_total"  # amdgpu, under the render node's device/
 _ID = re.compile(r"(renderD\d+)-s(\d+)")
 
 
-class ShareError(ValueError):
+class ShareError(Error, ValueError):
     """A request the plugin cannot answer (unknown device ID, bad config)."""
 
 

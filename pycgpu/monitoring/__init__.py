@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..core.errors import Error
 from ..core.formats import DevT
 
 KERNEL, FDINFO, AUTO = "kernel", "fdinfo", "auto"
@@ -116,7 +117,7 @@ class Source(abc.ABC):
         return s
 
 
-class SourceError(OSError):
+class SourceError(Error, OSError):
     """A source that cannot work on this host; the message says why and the fix."""
 
 

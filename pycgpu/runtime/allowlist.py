@@ -30,13 +30,14 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..core.errors import Error
 from . import annotations as ann
 
 NODE_FILE = Path("/etc/pycgpu/runtime/annotations.allow")
 DEFAULT: frozenset[str] = frozenset({ann.WEIGHT, ann.MEMORY_MAX, ann.IMAGE_CHECK})
 
 
-class AllowListError(ValueError):
+class AllowListError(Error, ValueError):
     """The allow-list cannot be read or trusted, or names an unknown key."""
 
 

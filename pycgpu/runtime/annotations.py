@@ -28,6 +28,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from ..core import formats
+from ..core.errors import Error
 from ..core.knobs import DeviceResolver, InvalidRequest, Names, Settings, parse_settings
 
 PREFIX = "pycgpu.io/"
@@ -44,7 +45,7 @@ _SHARE_ID = re.compile(r"renderD[0-9]{1,6}-s[0-9]{1,3}")
 ENFORCE, WARN, OFF = "enforce", "warn", "off"
 IMAGE_CHECK_MODES = (ENFORCE, WARN, OFF)
 
-class AnnotationError(ValueError):
+class AnnotationError(Error, ValueError):
     """An annotation that is not allowed or does not parse: nothing is applied."""
 
 

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.cgroup import Cgroup, CgroupError
+from ..core.errors import Error
 from . import annotations as ann
 from .oci import CONFIG, ConfigError
 
@@ -55,7 +56,7 @@ EXIT_REFUSED, EXIT_BAD_INPUT, EXIT_MISMATCH = 1, 2, 3
 ALLOW_LIST = Path("/etc/pycgpu/runtime/annotations.allow")
 
 
-class HookError(Exception):
+class HookError(Error):
     """The hook refuses the container."""
 
 

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core import formats
+from ..core.errors import Error
 from ..core.knobs import InvalidRequest, Settings
 from . import annotations as ann  # not `annotations`: the __future__ import binds that name
 
@@ -53,8 +54,13 @@ DEVICE_ACCESS = "rwm"
 CONTAINER_DRI = "/dev/dri"
 
 
-class ConfigError(ValueError):
+class ConfigError(Error, ValueError):
     """A config.json (or a request) the patch refuses; nothing was written."""
+
+
+# ConfigError.reason: a file linux.resources.unified cannot hold (details: file);
+# a legacy stanza with nothing to carry, or with several memory limits
+SEVERAL_WRITES, EMPTY_STANZA, ONE_LIMIT = "several-writes", "empty-stanza", "one-limit"
 
 
 # loading and writing --------------------------------------------------------------
@@ -295,8 +301,7 @@ def unified(settings: Settings) -> dict[str, str]:
             raise ConfigError(
                 f"{name} needs {len(values)} writes ({shown}) but linux.resources.unified holds "
                 "one per file (runc and crun write it with one write(2); the kernel takes one "
-                "key per write): give one value, or pass --hook to apply them from the "
-                "createRuntime hook")
+                "key per write)").because(SEVERAL_WRITES, file=name)
     return {name: values[0] for name, values in by_file.items()}
 
 
@@ -306,15 +311,15 @@ def legacy_stanza(settings: Settings) -> dict[str, int]:
     out: dict[str, int] = {}
     if len(settings.memory_max) > 1:
         raise ConfigError("the legacy linux.resources.gpu stanza has one memory limit (the "
-                          "2017 proof of concept drove one GPU): give one --memory-max")
+                          "2017 proof of concept drove one GPU)").because(ONE_LIMIT)
     for size in settings.memory_max.values():
         if size is not None:
             out["memory"] = size
     if settings.priority is not None:
         out["prio"] = settings.priority
     if not out:
-        raise ConfigError("the legacy linux.resources.gpu stanza carries memory and prio: "
-                          "give --memory-max DEV=SIZE or --priority N with --legacy-stanza")
+        raise ConfigError("the legacy linux.resources.gpu stanza carries memory and prio, "
+                          "and none is given").because(EMPTY_STANZA)
     return out
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from .cmd_tree import knob_options
-from .common import BadValue, Refused, State, pass_state, settings_from_options
+from .common import BadValue, Refused, State, advised, pass_state, settings_from_options
 
 if TYPE_CHECKING:
     from click.shell_completion import CompletionItem
@@ -68,7 +68,7 @@ def file_errors(unchanged: Path | None = None) -> Iterator[None]:
     try:
         yield
     except ConfigError as e:
-        raise BadValue(str(e)) from None
+        raise BadValue(advised(e)) from None
     except OSError as e:
         where = f"{e.filename}: " if e.filename else ""
         left = f" ({unchanged} is unchanged)" if unchanged else ""
@@ -299,7 +299,7 @@ def _load(path: Path) -> Config:
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         raise BadValue(f"{path} does not exist (create one: pycgpu oci generate)") from None
     except ocimod.ConfigError as e:
-        raise BadValue(str(e)) from None
+        raise BadValue(advised(e)) from None
     except OSError as e:
         raise Refused(f"{path}: {e.strerror}") from None
 

@@ -14,6 +14,7 @@ from .common import (
     BadValue,
     Refused,
     State,
+    advised,
     complete_dev_value,
     complete_path,
     pass_state,
@@ -75,7 +76,7 @@ def _plan_and_run(state: State, path: str, dry_run: bool, make_plan: Callable[[]
         for step in plan.steps():
             click.echo(f"would {step}")
     for warning in plan.warnings:  # once the change is done (or would be)
-        click.echo(f"warning: {warning}", err=True)
+        click.echo(f"warning: {advised(warning)}", err=True)
 
 
 @click.command("create", short_help="Create a group, enable gpu along its path, set knobs.",

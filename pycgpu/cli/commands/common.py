@@ -60,6 +60,46 @@ class BadValue(click.ClickException):
     exit_code = EXIT_USAGE
 
 
+# The CLI's advice for a library error's reason (pycgpu.Error.reason), in the
+# CLI's words: its commands and options. "paren": " (ADVICE)" after the
+# message; "inside": into the message's closing parenthesis ("(why; ADVICE)");
+# "tail": appended as it is.
+_ADVICE: dict[str, tuple[str, str]] = {
+    "unknown-device": ("tail", " (see pycgpu devices)"),
+    "no-group": ("paren", "create it: pycgpu create {group}"),
+    "exists": ("paren", "change it with pycgpu set {group}, or pass --exist-ok"),
+    "nothing-to-set": ("tail", ": give --weight, --priority or --memory-max"),
+    "no-controller": ("inside", "fix: see pycgpu check"),
+    "gpu-not-enabled": ("inside", "fix: pycgpu create {group} --exist-ok"),
+    "no-memory-support": ("paren", "fix: boot a kernel with the gpu memory support, or leave "
+                                   "out --memory-max"),
+    "priority-capped": ("paren", "fix: add --raise-ancestors, or pycgpu set {ancestor} "
+                                 "--priority {priority}"),
+    "outside-root": ("paren", "or pass --cgroup-root {mount}"),
+    "several-writes": ("tail", ": give one value, or pass --hook to apply them from the "
+                               "createRuntime hook"),
+    "one-limit": ("tail", ": give one --memory-max"),
+    "empty-stanza": ("tail", ": give --memory-max DEV=SIZE or --priority N with "
+                             "--legacy-stanza"),
+}
+
+
+def advised(e: BaseException | str) -> str:
+    """The message of a library error (or of a plan's
+    :class:`pycgpu.core.knobs.Notice`), with the CLI's advice for its reason."""
+    text = str(e.strerror or e) if isinstance(e, OSError) else str(e)
+    rule = _ADVICE.get(getattr(e, "reason", ""))
+    if rule is None:
+        return text
+    where, advice = rule
+    advice = advice.format(**getattr(e, "details", {}))
+    if where == "tail":
+        return text + advice
+    if where == "inside" and text.endswith(")"):
+        return f"{text[:-1]}; {advice})"
+    return f"{text} ({advice})"
+
+
 _ACCESS_HINT = "run as root, or inside a cgroup subtree delegated to you"
 _KNOBS = ("gpu.weight", "gpu.priority", "gpu.memory.max")
 
@@ -107,9 +147,9 @@ def translated(path: str | None = None) -> Iterator[None]:
             raise stopped(str(e.strerror), e.cause.signum) from None
         raise refused(e, path) from None
     except InvalidRequest as e:
-        raise BadValue(str(e)) from None
-    except Unavailable as e:  # its message carries the fix
-        raise Refused(str(e.strerror)) from None
+        raise BadValue(advised(e)) from None
+    except Unavailable as e:  # its reason chooses the fix
+        raise Refused(advised(e)) from None
     except OSError as e:
         raise refused(e, path) from None
 
@@ -151,7 +191,7 @@ class State:
         try:
             return resolve_path(self.mount, text)
         except InvalidPath as e:
-            raise BadValue(f"{what}: {e}") from None
+            raise BadValue(f"{what}: {advised(e)}") from None
 
     def cgroup(self, text: str) -> Cgroup:
         """The group PATH names: relative to the cgroup root, with or without
@@ -197,12 +237,13 @@ def settings_from_options(
     state: State, weights: tuple[str, ...], priority: str | None, memory_max: tuple[str, ...]
 ) -> Settings:
     """Parse and check --weight/--priority/--memory-max; raises BadValue."""
-    from ...core.knobs import InvalidRequest, parse_settings
+    from ...core.knobs import InvalidRequest, Names, parse_settings
 
     try:
-        return parse_settings(weights, priority, memory_max, state.resolve_devt)
+        return parse_settings(weights, priority, memory_max, state.resolve_devt,
+                              Names("--weight", "--priority", "--memory-max"))
     except InvalidRequest as e:
-        raise BadValue(str(e)) from None
+        raise BadValue(advised(e)) from None
 
 
 # shell completion --------------------------------------------------------------
