@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import formats, interrupts
-from .cgroup import CONTROLLER, Cgroup, CgroupError, delegated_to_caller
+from .cgroup import CONTROLLER, READ, Cgroup, CgroupError, delegated_to_caller
 from .errors import Error
 from .formats import DevT
 
@@ -219,19 +219,22 @@ class Write:
     group: Cgroup | None = None  # None: the plan's target
 
     def undo_value(self, cg: Cgroup) -> str:
-        """What to write to restore the key's current value (CgroupError if
-        the file cannot be read or does not parse)."""
-        if self.file == WEIGHT:
-            weights = cg.weights()
-            if self.key is None:
-                return formats.format_weight_write(weights.default)
-            return formats.format_weight_write(weights.devices.get(self.key), self.key)
-        if self.file == MEMORY_MAX:
-            assert self.key is not None
-            return formats.format_flat_keyed_write(self.key, cg.memory_max().get(self.key))
-        if self.file == PRIORITY:
-            return str(cg.priority())
-        return cg.read(self.file).strip()
+        """What to write to restore the key's current value, from the model
+        of the group's files (:meth:`pycgpu.core.model.KernelFile.undo`);
+        CgroupError if the file cannot be read or does not parse."""
+        from . import model
+
+        kernel_file = model.FILE.get(self.file)
+        if kernel_file is None or kernel_file.kind != model.SETTING:
+            return cg.read(self.file).strip()
+        files = model.read_group(str(cg.path), cg.name, names=(self.file,))
+        path = cg.path / self.file
+        if self.file not in files.present:
+            cg.read(self.file)  # raises the error that says why it is missing
+        try:
+            return kernel_file.undo(files, self.key)
+        except formats.FormatError as e:
+            raise CgroupError(errno.EINVAL, f"reading {path}: {e}", READ, path) from None
 
 
 ENABLE, MKDIR = "enable", "mkdir"

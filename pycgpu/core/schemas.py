@@ -21,8 +21,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from .model import show_schema
+
 SHOW_V1 = "pycgpu.show/v1"
-DEVICES_V1 = "pycgpu.core.devices/v1"
+DEVICES_V1 = "pycgpu.devices/v1"
 CHECK_V1 = "pycgpu.check/v1"
 
 _DEVT = r"^[0-9]+:[0-9]+$"
@@ -35,8 +37,6 @@ def _per_device(value: dict[str, Any]) -> dict[str, Any]:
             "additionalProperties": value}
 
 
-_COUNTERS = _per_device({"type": "object", "additionalProperties": _INT})
-
 SHOW_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "$id": SHOW_V1,
@@ -47,37 +47,8 @@ SHOW_SCHEMA: dict[str, Any] = {
         "cgroup_root": {"type": "string"},
         "cgroups": {
             "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["path", "gpu_enabled"],
-                "properties": {
-                    "path": {"type": "string", "pattern": "^/"},
-                    "gpu_enabled": {"type": "boolean"},
-                    "weight": {
-                        "type": "object",
-                        "required": ["default", "devices"],
-                        "properties": {
-                            "default": _INT,
-                            "devices": _per_device(_INT),
-                        },
-                    },
-                    "priority": _INT,
-                    "priority_effective": _INT,
-                    # the ancestor whose gpu.priority caps the effective one (added in v1)
-                    "priority_capped_by": {"type": "string", "pattern": "^/"},
-                    "memory": {
-                        "type": "object",
-                        "properties": {
-                            "max": _per_device({"type": ["integer", "null"]}),
-                            "current": _per_device(_INT),
-                            "peak": _per_device(_INT),
-                            "events": _COUNTERS,
-                            "events_local": _COUNTERS,
-                        },
-                    },
-                    "stat": _COUNTERS,
-                },
-            },
+            # one item per group: the projection of pycgpu.core.model's files
+            "items": show_schema(),
         },
     },
 }

@@ -1,8 +1,9 @@
-"""Read every gpu.* file of a cgroup (or a subtree) into plain data, the
-``cgroups`` items of the ``pycgpu.show/v1`` JSON schema
-(:mod:`pycgpu.core.schemas`): numbers as numbers, ``max`` as null, device keys
-``MAJ:MIN``. Files the kernel does not have (or that the controller does not
-show for the group) are left out.
+"""``pycgpu show``'s data: the gpu.* files of a cgroup (or a subtree), read
+by :func:`pycgpu.core.model.read_group` and projected into the ``cgroups``
+items of the ``pycgpu.show/v1`` JSON schema (:mod:`pycgpu.core.schemas`):
+numbers as numbers, ``max`` as null, device keys ``MAJ:MIN``. Files the
+kernel does not have (or that the controller does not show for the group)
+are left out.
 
 One ``scandir`` per group finds both its interface files and its children,
 so a recursive walk costs one directory read plus one read per present file.
@@ -16,52 +17,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from . import formats
-from .cgroup import READ, CgroupError, read_interface
+from . import model
+from .cgroup import READ, CgroupError
 
 SCHEMA = "pycgpu.show/v1"  # = schemas.SHOW_V1
-
-_FLAT = ("gpu.memory.max", "gpu.memory.current", "gpu.memory.peak")
-_NESTED = ("gpu.memory.events", "gpu.memory.events.local", "gpu.stat")
-FILES = ("gpu.weight", "gpu.priority", "gpu.priority.effective", *_FLAT, *_NESTED)
-
-
-def _keyed(d: dict[formats.DevT, Any]) -> dict[str, Any]:
-    return {str(k): v for k, v in d.items()}
 
 
 def read_group(dirpath: str, name: str, present: set[str]) -> dict[str, Any]:
     """The show/v1 item of the group at @dirpath whose interface files
     include @present; raises CgroupError naming a file that does not parse."""
-    item: dict[str, Any] = {"path": name, "gpu_enabled": "gpu.weight" in present}
-    memory: dict[str, Any] = {}
-    for fname in FILES:
-        if fname not in present:
-            continue
+    files = model.read_group(dirpath, name, present)
+    if files.errors:
+        fname, e = files.errors[0]
         path = os.path.join(dirpath, fname)
-        text = read_interface(path)
-        if text is None:  # removed since the directory was listed
-            continue
-        try:
-            if fname == "gpu.weight":
-                w = formats.parse_weight(text)
-                item["weight"] = {"default": w.default, "devices": _keyed(w.devices)}
-            elif fname == "gpu.priority":
-                item["priority"] = formats.parse_int(text, fname)
-            elif fname == "gpu.priority.effective":
-                item["priority_effective"] = formats.parse_int(text, fname)
-            elif fname in _FLAT:
-                memory[fname.rsplit(".", 1)[1]] = _keyed(formats.parse_flat_keyed(text))
-            elif fname == "gpu.stat":
-                item["stat"] = _keyed(formats.parse_nested_keyed(text))
-            else:
-                key = "events_local" if fname.endswith(".local") else "events"
-                memory[key] = _keyed(formats.parse_nested_keyed(text))
-        except formats.FormatError as e:
-            raise CgroupError(errno.EINVAL, f"{path}: {e}", READ, path) from None
-    if memory:
-        item["memory"] = memory
-    return item
+        raise CgroupError(errno.EINVAL, f"{path}: {e}", READ, path)
+    return model.show_item(files)
 
 
 def _scan(dirpath: str) -> tuple[set[str], list[str]]:

@@ -1,9 +1,12 @@
 """The kernel source: the gpu controller's own counters, per cgroup.
 
 One refresh walks the cgroup tree and reads, for every group with the gpu
-controller enabled, ``gpu.stat``, ``gpu.memory.{current,max,peak,events}``,
-``gpu.weight``, ``gpu.priority`` and ``gpu.priority.effective`` through the
-parsers of :mod:`pycgpu.core.formats`. The walk is cheap on hosts with thousands
+controller enabled, the files of :data:`pycgpu.core.model.USAGE_FILES`
+(``gpu.stat``, ``gpu.memory.{current,max,peak,events}``, ``gpu.weight``,
+``gpu.priority`` and ``gpu.priority.effective``) by
+:func:`pycgpu.core.model.read_texts`, with the parsers of the model's
+files: a :class:`~pycgpu.monitoring.GroupUsage` is a projection of the
+model, by device. The walk is cheap on hosts with thousands
 of containers:
 
 - a group without ``gpu.stat`` has no gpu-enabled descendants (the
@@ -37,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias, TypeVar
 
-from ..core import formats
+from ..core import formats, model
 from ..core.cgroup import read_interface
 from . import KERNEL, DeviceUsage, GroupUsage, Sample, Source, SourceError
 
@@ -45,8 +48,8 @@ _O_FLAGS = os.O_RDONLY | os.O_CLOEXEC
 _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | getattr(os, "O_PATH", 0)
 
 # every file read, in order; gpu.stat first (its absence ends the group)
-FILES = ("gpu.stat", "gpu.memory.current", "gpu.memory.max", "gpu.memory.peak",
-         "gpu.memory.events", "gpu.weight", "gpu.priority", "gpu.priority.effective")
+FILES = model.USAGE_FILES
+_PARSE = {name: model.FILE[name].parse for name in FILES}
 _CACHE_MAX = 4096
 
 
@@ -58,7 +61,7 @@ def _read(name: str, dir_fd: int) -> str | None:
 # The kernel writes these files in one shape: a text in exactly that shape is
 # read by one regular expression (a busy node's counters change at every
 # refresh, so these texts are parsed, not found in the cache); any other text
-# goes to the general parsers of pycgpu.core.formats, which also word the errors.
+# goes to the model's parsers (pycgpu.core.model.FILES), which also word the errors.
 # Digits are ASCII only and as long as formats accepts, so both read the same.
 _D = r"[0-9]{1,10}:[0-9]{1,10}"
 _N = r"[0-9]{1,20}"
@@ -89,7 +92,7 @@ def _stat(text: str) -> dict[formats.DevT, tuple[int, int]]:
         return {_devt(d): (int(u) * 1000, int(w) * 1000)
                 for d, u, w in _STAT_LINE.findall(text)}
     return {d: (keys.get("usage_usec", 0) * 1000, keys.get("wait_usec", 0) * 1000)
-            for d, keys in formats.parse_nested_keyed(text).items()}
+            for d, keys in _PARSE["gpu.stat"](text).items()}
 
 
 def _flat(text: str) -> dict[formats.DevT, int | None]:
@@ -97,14 +100,14 @@ def _flat(text: str) -> dict[formats.DevT, int | None]:
     if _FLAT.fullmatch(text):
         return {_devt(d): None if v == formats.MAX else int(v)
                 for d, v in _FLAT_LINE.findall(text)}
-    return formats.parse_flat_keyed(text)
+    return _PARSE["gpu.memory.current"](text)  # type: ignore[no-any-return]
 
 
 def _limit_hits(text: str) -> dict[formats.DevT, int]:
     """gpu.memory.events: device -> max=N."""
     if _EVENTS.fullmatch(text):
         return {_devt(d): int(v) for d, v in _EVENTS_LINE.findall(text)}
-    return {d: keys.get("max", 0) for d, keys in formats.parse_nested_keyed(text).items()}
+    return {d: keys.get("max", 0) for d, keys in _PARSE["gpu.memory.events"](text).items()}
 
 
 @dataclass
@@ -153,9 +156,9 @@ class _Settings:
 
 def _settings(max_: str | None, weight: str | None, priority: str | None,
               effective: str | None) -> _Settings:
-    return _Settings(_try(_flat, max_ or ""), _try(formats.parse_weight, weight),
-                     _try(lambda t: formats.parse_int(t, FILES[6]), priority),
-                     _try(lambda t: formats.parse_int(t, FILES[7]), effective))
+    return _Settings(_try(_flat, max_ or ""), _try(_PARSE["gpu.weight"], weight),
+                     _try(_PARSE["gpu.priority"], priority),
+                     _try(_PARSE["gpu.priority.effective"], effective))
 
 
 _SettingsCache = dict[tuple[str | None, ...], _Settings]
@@ -334,7 +337,7 @@ class KernelSource(Source):
         stat = _read(FILES[0], dfd)
         if stat is None:
             return None
-        texts = (stat, *(_read(f, dfd) for f in FILES[1:]))
+        texts = (stat, *model.read_texts(dfd, FILES[1:]).values())
         parsed = self._parsed.get(texts)
         if parsed is None:
             parsed = self._parsed[texts] = _parse(texts, self._settings)

@@ -23,7 +23,7 @@ def test_devices_json(cli, fake_sysfs):
     _, dev = fake_sysfs
     doc = json.loads(cli("devices", "--json").output)
     jsonschema.validate(doc, DEVICES_SCHEMA)
-    assert doc["schema"] == "pycgpu.core.devices/v1"
+    assert doc["schema"] == "pycgpu.devices/v1"
     assert doc["devices"][0] == {
         "render_node": f"{dev}/dri/renderD128", "card_node": f"{dev}/dri/card0",
         "devt": "226:128", "major": 226, "minor": 128, "driver": "i915",
@@ -38,4 +38,4 @@ def test_devices_none(cli, tmp_path):
     r = cli("devices")
     assert "no DRM render nodes found" in r.output
     doc = json.loads(cli("devices", "--json").output)
-    assert doc == {"schema": "pycgpu.core.devices/v1", "devices": []}
+    assert doc == {"schema": "pycgpu.devices/v1", "devices": []}

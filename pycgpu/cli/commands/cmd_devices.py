@@ -10,7 +10,7 @@ from .common import State, pass_state
 
 
 def device_json(dev: Any) -> dict[str, Any]:
-    """One item of the pycgpu.core.devices/v1 document."""
+    """One item of the pycgpu.devices/v1 document."""
     return {
         "render_node": str(dev.render_node),
         "card_node": str(dev.card_node) if dev.card_node else None,
@@ -27,7 +27,7 @@ def device_json(dev: Any) -> dict[str, Any]:
 
 @click.command("devices", short_help="List GPUs (DRM render nodes) and their MAJ:MIN keys.")
 @click.option("--json", "as_json", is_flag=True,
-              help="Print the pycgpu.core.devices/v1 JSON document.")
+              help="Print the pycgpu.devices/v1 JSON document.")
 @pass_state
 def devices(state: State, as_json: bool) -> None:
     """List the DRM render nodes: the devices gpu.* files are keyed by.
