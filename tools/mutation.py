@@ -48,12 +48,12 @@ OUT = ROOT / "bench" / "results" / "mutation.json"
 CORE_OUT = ROOT / "bench" / "results" / "mutation-core.json"
 CORE_STAGE = ROOT / "out" / "mutation" / "core"
 CORE_MODULES = ["pycgpu/core/knobs.py", "pycgpu/core/cgroup.py", "pycgpu/runtime/oci.py",
-                "pycgpu/runtime/hook.py", "pycgpu/k8s/kubepods.py"]
+                "pycgpu/runtime/hook.py", "pycgpu/runtime/kubepods.py"]
 # the host test files that exercise them (the CLI's tree commands drive knobs and cgroup)
 CORE_TESTS = ["tests/host/" + name for name in (
     "test_knobs.py", "test_cgroup_tree.py", "test_cli_tree.py", "test_all_or_none.py",
     "test_concurrency.py", "test_oci.py", "test_bad_json.py", "test_hook.py",
-    "test_kubepods.py")]
+    "test_kubepods.py", "test_hook_entry.py", "test_errors.py", "test_core_exact.py")]
 KILLED = ("killed", "timeout", "segfault", "caught by type check")
 COUNTED = (*KILLED, "survived", "no tests")
 
@@ -82,6 +82,7 @@ def stage_core() -> Path:
     skip = shutil.ignore_patterns(".git", ".venv", "out", "mutants", "__pycache__", "*.egg-info",
                                   "build", "kernel")
     for name in ("pycgpu", "tests", "tools", "docs", "deploy", "bench"):
+        shutil.rmtree(CORE_STAGE / name, ignore_errors=True)  # no module left from before
         shutil.copytree(ROOT / name, CORE_STAGE / name, ignore=skip, dirs_exist_ok=True)
     for name in ("README.md", "setup.py", "Makefile"):
         shutil.copy2(ROOT / name, CORE_STAGE / name)

@@ -467,19 +467,25 @@ def _add_devices(linux: dict[str, Any], nodes: list[DeviceNode]) -> list[str]:
 
 
 def is_pycgpu_hook(entry: dict[str, Any]) -> bool:
-    """Whether a hook entry runs ``pycgpu oci hook`` (the script, or
-    ``python -m pycgpu``; ``--allow KEY`` options after it), whatever its path."""
+    """Whether a hook entry runs pycgpu's hook, whatever its path:
+    ``pycgpu-hook``, ``pycgpu oci hook`` (the script, or ``python -m
+    pycgpu``) or ``python -m pycgpu.runtime.hook``; ``--allow KEY`` options
+    after it."""
     args = entry.get("args")
     if not isinstance(args, list):
         return False
     end = len(args)
     while end >= 2 and args[end - 2] == "--allow":
         end -= 2
-    if args[end - 2:end] != ["oci", "hook"]:
-        return False
+    head = args[:end]
     path = entry.get("path")
-    return "pycgpu" in args or (isinstance(path, str)
-                                and os.path.basename(path).startswith("pycgpu"))
+    base = os.path.basename(path) if isinstance(path, str) else ""
+    if head[-2:] == ["oci", "hook"]:
+        return "pycgpu" in args or base.startswith("pycgpu")
+    if head[-2:] == ["-m", "pycgpu.runtime.hook"]:
+        return True
+    return len(head) == 1 and (base.startswith(HOOK_PROGRAM)
+                               or (isinstance(head[0], str) and head[0].startswith(HOOK_PROGRAM)))
 
 
 def _drop_annotations(doc: dict[str, Any], keys: list[str]) -> list[str]:
