@@ -76,7 +76,7 @@ class DevicePlugin:
                  sysfs_root: Path = Path("/sys"), check_interval: float = 1.0,
                  cdi_spec: Path | None = None, cdi_hook: HookCommand | None = None) -> None:
         if "/" in endpoint or not endpoint:
-            raise PluginError(f"--endpoint {endpoint!r}: give a file name, it is created "
+            raise PluginError(f"endpoint {endpoint!r}: give a file name, it is created "
                               f"in {plugin_dir}")
         self.config, self.source, self.log = config, source, log
         self.plugin_dir = plugin_dir
