@@ -312,8 +312,10 @@ def test_hook_applies_annotations(shell, runtime, mount, gpu, other_node):
               f"--cgroups-path /$PARENT/ctr --no-terminal -- sh -c 'echo ready; read line'")
     config = json.loads((shell.workdir / "bundle" / "config.json").read_text())
     # --priority: the hook entry allows it (the node's default allow-list does not)
-    assert config["hooks"]["createRuntime"][0]["args"] == [
-        "pycgpu", "oci", "hook", "--allow", "pycgpu.io/gpu.priority"]
+    # pycgpu-hook where the install has it (pip installs it beside pycgpu), else pycgpu oci hook
+    assert config["hooks"]["createRuntime"][0]["args"] in (
+        ["pycgpu-hook", "--allow", "pycgpu.io/gpu.priority"],
+        ["pycgpu", "oci", "hook", "--allow", "pycgpu.io/gpu.priority"])
     assert "unified" not in config["linux"]["resources"]
     ctr = shell.start(blocks[f"{runtime}:run"])
     try:
