@@ -224,9 +224,7 @@ class Write:
         CgroupError if the file cannot be read or does not parse."""
         from . import model
 
-        kernel_file = model.FILE.get(self.file)
-        if kernel_file is None or kernel_file.kind != model.SETTING:
-            return cg.read(self.file).strip()
+        kernel_file = model.FILE[self.file]  # a plan writes settings only
         files = model.read_group(str(cg.path), cg.name, names=(self.file,))
         path = cg.path / self.file
         if self.file not in files.present:

@@ -302,14 +302,14 @@ def run(
 
 def execute(data: bytes, *, allow: Collection[str], allow_list: Path, mount: Callable[[], Path],
             resolve: Callable[[str], Any], sysfs_root: Path, dev_root: Path, proc_root: Path,
-            prog: str = PROG, err: Any = None) -> int:
+            prog: str = PROG) -> int:
     """One run of the hook as the runtime starts it, on the state @data:
     the node's allow-list @allow_list plus @allow, then :func:`run`. Errors
-    and warnings go to @err (default stderr), one line each, named by
-    @prog; returns the exit code (0, or EXIT_*)."""
+    and warnings go to stderr, one line each, named by @prog; returns the
+    exit code (0, or EXIT_*)."""
     from . import allowlist, imagecheck
 
-    out = sys.stderr if err is None else err
+    out = sys.stderr
     try:
         allowed = allowlist.for_hook(allow, allow_list)
     except allowlist.AllowListError as e:

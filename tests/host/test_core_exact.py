@@ -16,7 +16,7 @@ import pytest
 
 from pycgpu.core import cgroup, knobs
 from pycgpu.core.cgroup import READ, RMDIR, WRITE, Cgroup, CgroupError, DelegatedRefusal
-from pycgpu.core.formats import FormatError
+from pycgpu.core.formats import DevT, FormatError
 from pycgpu.core.knobs import ApplyError, Unavailable
 from pycgpu.runtime import oci
 
@@ -471,3 +471,36 @@ def test_an_attribute_that_does_not_parse_names_the_group(fake, monkeypatch):
     monkeypatch.setattr(os, "getxattr", lambda *a: b"226:128 many\n")
     with pytest.raises(CgroupError, match=r"trusted\.pycgpu\.weight: 'many' is not an integer"):
         kubepods.read_asked(cg)
+
+
+# the rollback's values ---------------------------------------------------------------
+
+
+def test_an_undo_value_that_cannot_be_read_says_why(fake):
+    fake.make("a")
+    cg = Cgroup(fake.root, "a")
+    (fake.root / "a" / "gpu.weight").write_text("default lots\n")
+    with pytest.raises(CgroupError) as info:
+        knobs.Write("gpu.weight", "default 5").undo_value(cg)
+    path = fake.root / "a" / "gpu.weight"
+    assert _fields(info.value) == (
+        errno.EINVAL, f"reading {path}: default weight: 'lots' is not an integer", READ, path)
+    (fake.root / "a" / "gpu.priority").unlink()
+    with pytest.raises(CgroupError) as info:
+        knobs.Write("gpu.priority", "5").undo_value(cg)
+    path = fake.root / "a" / "gpu.priority"
+    assert _fields(info.value) == (
+        errno.ENOENT, f"reading {path}: the gpu controller is not enabled for {fake.root}/a",
+        READ, path)
+    assert knobs.Write("gpu.memory.max", "226:128 5", DevT(226, 128)).undo_value(cg) == \
+        "226:128 max"
+
+
+def test_a_file_that_does_not_parse_names_itself(fake):
+    fake.make("a")
+    (fake.root / "a" / "gpu.priority").write_text("high\n")
+    with pytest.raises(CgroupError) as info:
+        Cgroup(fake.root, "a").priority()
+    path = fake.root / "a" / "gpu.priority"
+    assert _fields(info.value) == (errno.EINVAL, f"reading {path}: value: 'high' is not an "
+                                   "integer", READ, path)

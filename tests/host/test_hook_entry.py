@@ -121,3 +121,82 @@ def test_main_help(capsys):
     assert hook.main(["--help"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("usage: pycgpu-hook ") and "--allow-list FILE" in out
+
+
+def test_options_are_parsed_or_refused():
+    assert hook._options(["--allow", "a", "--allow=b", "--cgroup-root", "/x", "--proc-root=/p",
+                          "--sysfs-root", "/s", "--dev-root", "/d", "--allow-list", "/l"]) == {
+        "allow": ["a", "b"], "cgroup_root": ["/x"], "proc_root": ["/p"], "sysfs_root": ["/s"],
+        "dev_root": ["/d"], "allow_list": ["/l"]}
+    assert hook._options([]) == {}
+    for bad in (["--allow"], ["--bogus=1"], ["x"], ["--allow", "a", "--cgroup-root"]):
+        assert hook._options(bad) is None, bad
+
+
+def test_options_win_over_the_environment(cli, ctr, monkeypatch, capsys):  # noqa: F811
+    args = [f"--{name.lower().removeprefix('pycgpu_').replace('_', '-')}={value}"
+            for name, value in cli.env.items()]
+    assert sorted(a.split("=")[0] for a in args) == [
+        "--allow-list", "--cgroup-root", "--dev-root", "--proc-root", "--sysfs-root"]
+    env = dict(cli.env)
+    for name in env:
+        cli.env[name] = "/nonexistent"
+    code, err = run_main(cli, monkeypatch, json.dumps(state(ctr, KNOBS)), *args)
+    assert (code, err) == (0, "")
+    assert read(cli, "gpu.priority") == "-7\n"
+    assert read(cli, "gpu.memory.max") == "226:128 1073741824\n226:129 536870912\n"
+    assert capsys.readouterr().out == ""
+
+
+def test_allow_adds_to_the_nodes_list(cli, ctr, monkeypatch, tmp_path):  # noqa: F811
+    only_weight = tmp_path / "weight.allow"
+    only_weight.write_text("gpu.weight\n")
+    only_weight.chmod(0o644)
+    cli.env["PYCGPU_ALLOW_LIST"] = str(only_weight)
+    doc = json.dumps(state(ctr, {"pycgpu.io/gpu.priority": "4"}))
+    code, err = run_main(cli, monkeypatch, doc)
+    assert code == 2 and "pycgpu.io/gpu.priority is not on this node's allow-list" in err
+    code, err = run_main(cli, monkeypatch, doc, "--allow", "gpu.priority")
+    assert (code, err) == (0, "")
+    assert read(cli, "gpu.priority") == "4\n"
+
+
+def test_an_untrusted_allow_list_refuses(cli, ctr, monkeypatch, capsys):  # noqa: F811
+    Path(cli.env["PYCGPU_ALLOW_LIST"]).chmod(0o666)
+    code, err = run_main(cli, monkeypatch, json.dumps(state(ctr, KNOBS)))
+    assert code == 1 and err.startswith("Error: pycgpu-hook: ") and err.count("\n") == 1
+    assert "writable" in err
+    assert capsys.readouterr().out == ""
+
+
+def test_a_cgroup_root_that_is_no_cgroup2_mount(cli, ctr, monkeypatch, tmp_path):  # noqa: F811
+    code, err = run_main(cli, monkeypatch, json.dumps(state(ctr, KNOBS)),
+                         "--cgroup-root", str(tmp_path))
+    assert code == 1
+    assert err == (f"Error: pycgpu-hook: the cgroup root {tmp_path} is not a cgroup2 mount "
+                   "(no cgroup.controllers)\n")
+
+
+def test_warnings_go_to_stderr_as_the_clis(cli, ctr, monkeypatch, capsys):  # noqa: F811
+    doc = json.dumps(state(ctr, {"pycgpu.io/gpu.memory.max": "renderD128=1G",
+                                 "pycgpu.io/image-check": "warn"}))
+    via_cli = CliRunner().invoke(main, ["oci", "hook"], input=doc, env=cli.env)
+    code, err = run_main(cli, monkeypatch, doc)
+    assert (code, via_cli.exit_code) == (0, 0)
+    assert err.startswith("pycgpu-hook: warning: image check: ")
+    assert err.replace("pycgpu-hook", "pycgpu oci hook") == via_cli.stderr
+    assert capsys.readouterr().out == ""
+    assert read(cli, "gpu.memory.max").startswith("226:128 1073741824\n")
+
+
+def test_a_terminal_on_stdin_is_refused(monkeypatch):
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stdin", Tty())
+    monkeypatch.setattr(sys, "stderr", err)
+    assert hook.main([]) == 2
+    assert err.getvalue() == ("Error: pycgpu-hook reads the container's OCI state on stdin: "
+                              "the runtime runs it (see pycgpu-hook --help)\n")
