@@ -504,3 +504,49 @@ def test_a_file_that_does_not_parse_names_itself(fake):
     path = fake.root / "a" / "gpu.priority"
     assert _fields(info.value) == (errno.EINVAL, f"reading {path}: value: 'high' is not an "
                                    "integer", READ, path)
+
+
+def test_pod_sums_that_cannot_be_restored_are_named(fake, monkeypatch):
+    from pycgpu.runtime import kubepods
+
+    fake.make("kubepods/pod1/ctr")
+    ctr = Cgroup(fake.root, "kubepods/pod1/ctr")
+    pod = Cgroup(fake.root, "kubepods/pod1")
+    monkeypatch.setattr(kubepods, "kube_ancestors", lambda cg: [pod])
+    real_set_raw = kubepods._set_raw
+    calls = []
+
+    def set_raw(cg, raw):
+        calls.append((cg.name, raw))
+        if len(calls) > 1:  # the restore
+            raise CgroupError(errno.EIO, "no restore")
+        real_set_raw(cg, raw)
+
+    def sums(cg):
+        raise CgroupError(errno.EBUSY, "boom")
+
+    monkeypatch.setattr(kubepods, "_set_raw", set_raw)
+    monkeypatch.setattr(kubepods, "sums", sums)
+    with pytest.raises(knobs.PartialUndo) as info:
+        kubepods.apply(ctr, kubepods.Asked(300))
+    assert (info.value.errno, info.value.strerror) == (
+        errno.EBUSY, "boom; could not restore the GPU weights of /kubepods/pod1/ctr")
+    assert calls == [("/kubepods/pod1/ctr", b"default 300\n"), ("/kubepods/pod1/ctr", None)]
+
+    calls.clear()
+    monkeypatch.setattr(kubepods, "sums", lambda cg: {}["bug"])
+    with pytest.raises(KeyError) as bug:
+        kubepods.apply(ctr, kubepods.Asked(300))
+    assert bug.value.__notes__ == [
+        "pycgpu: could not restore the GPU weights of /kubepods/pod1/ctr"]
+
+
+def test_patch_refusals_say_what(tmp_path):
+    hook = oci.HookCommand("/bin/pycgpu-hook", ("pycgpu-hook",))
+    with pytest.raises(oci.ConfigError) as info:
+        oci.apply({}, oci.Patch(settings=knobs.Settings(weight=0), hook=hook))
+    assert str(info.value) == "weight 0 is out of range [1, 10000]"
+    with pytest.raises(oci.ConfigError) as info:
+        oci.apply({}, oci.Patch(hook=hook, image_check="maybe"))
+    assert str(info.value) == "image check 'maybe': give " + ", ".join(
+        oci.ann.IMAGE_CHECK_MODES)
