@@ -12,7 +12,7 @@ VM := tools/vm.sh run
 PYTEST_VM := $(PY) -m pytest -p no:cacheprovider -ra --durations=12
 
 .PHONY: help demo test test-base test-7.3-rest test-host test-vm test-i915 test-kunit test-debug lint checkpatch bench \
-	bench-% kernel vm-shell vm-run patches setup venv clean bench-exporter mutation
+	bench-% kernel vm-shell vm-run patches setup venv clean bench-exporter mutation mutation-core
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -76,6 +76,10 @@ lint: venv ## ruff and mypy --strict on the Python code
 mutation: venv ## mutation score of the monitoring layer's tests (mutmut, host only, about 30 minutes)
 	.venv/bin/pip install -q -e '.[test,k8s,mutation]'
 	$(PY) tools/mutation.py
+
+mutation-core: venv ## mutation score of the tests of knobs, cgroup, oci, hook and kubepods (mutmut, host only)
+	.venv/bin/pip install -q -e '.[test,k8s,mutation]'
+	nice -n 19 $(PY) tools/mutation.py --set core
 
 checkpatch: setup ## scripts/checkpatch.pl --strict on both series
 	PYCGPU_BASE=6.12 tools/kernel.sh checkpatch

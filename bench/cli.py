@@ -18,7 +18,7 @@ import uuid
 
 from common import median, save, table
 
-from pycgpu.cgroup import Cgroup, find_mount
+from pycgpu.core.cgroup import Cgroup, find_mount
 
 RUNS = int(os.environ.get("BENCH_CLI_RUNS", "9"))
 GROUPS = 1000

@@ -48,18 +48,18 @@ from pathlib import Path
 
 from common import median, save, table
 
-from pycgpu.containers import Resolver
-from pycgpu.devices import Device
-from pycgpu.formats import DevT
-from pycgpu.usage.exporter import (
+from pycgpu.core.devices import Device
+from pycgpu.core.formats import DevT
+from pycgpu.monitoring.containers import Resolver
+from pycgpu.monitoring.exporter import (
     DEVICE_FAMILIES,
     DEVICE_LEVEL_FAMILIES,
     EXPORTER_FAMILIES,
     GROUP_FAMILIES,
     Exporter,
 )
-from pycgpu.usage.kernel import KernelSource
-from pycgpu.usage.view import Monitor
+from pycgpu.monitoring.kernel import KernelSource
+from pycgpu.monitoring.view import Monitor
 
 CONTAINERS = int(os.environ.get("BENCH_EXPORTER_CONTAINERS", "2000"))
 RUNS = int(os.environ.get("BENCH_EXPORTER_RUNS", "7"))

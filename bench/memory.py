@@ -19,8 +19,8 @@ from pathlib import Path
 from common import median, save, table  # first: it puts tests/ on sys.path
 from drmtest import BufferNode
 
-from pycgpu.cgroup import Cgroup, find_mount
-from pycgpu.drm import driver_version
+from pycgpu.core.cgroup import Cgroup, find_mount
+from pycgpu.core.drm import driver_version
 
 OPS = int(os.environ.get("BENCH_MEMORY_OPS", "4000"))
 ROUNDS = int(os.environ.get("BENCH_MEMORY_ROUNDS", "7"))

@@ -1,7 +1,7 @@
 """bench-monitor: how fast the usage sources read a big host.
 
 kernel_refresh_1000_ms: median time of one refresh of the kernel source
-(pycgpu.usage.kernel) over 1,000 container cgroups in a Kubernetes-shaped
+(pycgpu.monitoring.kernel) over 1,000 container cgroups in a Kubernetes-shaped
 tree it creates (100 pods of 10 containers, gpu enabled along the path:
 kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<UID>.slice/
 cri-containerd-<ID>.scope), beside the same read done naively through the
@@ -39,10 +39,10 @@ from pathlib import Path
 from common import median, save, table  # first: it puts tests/ on sys.path
 from limits import Spawned, raise_nofile, spawn_until
 
-from pycgpu.cgroup import Cgroup, find_mount
-from pycgpu.formats import FormatError
-from pycgpu.usage.fdinfo import DRM_MAJOR, FdinfoSource, parse_fdinfo
-from pycgpu.usage.kernel import KernelSource
+from pycgpu.core.cgroup import Cgroup, find_mount
+from pycgpu.core.formats import FormatError
+from pycgpu.monitoring.fdinfo import DRM_MAJOR, FdinfoSource, parse_fdinfo
+from pycgpu.monitoring.kernel import KernelSource
 
 PROCS = int(os.environ.get("BENCH_MONITOR_PROCS", "10000"))
 RUNS = int(os.environ.get("BENCH_MONITOR_RUNS", "5"))

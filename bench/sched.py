@@ -84,9 +84,9 @@ from schedload import (
 )
 from simgpu import ClientProcess, Load, SimGpu
 
-from pycgpu import formats
-from pycgpu.cgroup import Cgroup, find_mount
-from pycgpu.usage.fdinfo import fd_devnum, parse_fdinfo
+from pycgpu.core import formats
+from pycgpu.core.cgroup import Cgroup, find_mount
+from pycgpu.monitoring.fdinfo import fd_devnum, parse_fdinfo
 
 
 def check_policies(top: Cgroup, policy: Path, fifo: Path) -> None:

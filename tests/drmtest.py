@@ -1,11 +1,11 @@
 """The DRM ioctls that only the tests and the benchmarks use, on top of
-:mod:`pycgpu.drm` (which keeps what pycgpu itself needs: opening a node and
+:mod:`pycgpu.core.drm` (which keeps what pycgpu itself needs: opening a node and
 DRM_IOCTL_VERSION): dumb buffers, PRIME import and export, GEM_CLOSE.
 
-The structs are declared on :data:`pycgpu.drm.ffi` exactly as in the
+The structs are declared on :data:`pycgpu.core.drm.ffi` exactly as in the
 kernel's ``include/uapi/drm/drm.h`` and ``drm_mode.h``, and the ioctls'
-names are registered in :data:`pycgpu.drm.IOCTL_NAMES`, so failures are
-:class:`pycgpu.drm.DrmError` naming the ioctl. On x86_64:
+names are registered in :data:`pycgpu.core.drm.IOCTL_NAMES`, so failures are
+:class:`pycgpu.core.drm.DrmError` naming the ioctl. On x86_64:
 
 ====================================  ==========  ================================
 ioctl                                 number      argument
@@ -27,8 +27,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from pycgpu import drm
-from pycgpu.drm import DrmNode, ffi
+from pycgpu.core import drm
+from pycgpu.core.drm import DrmNode, ffi
 
 ffi.cdef(
     """
@@ -85,8 +85,8 @@ class DumbBuffer:
 
 
 class BufferNode(DrmNode):
-    """A :class:`pycgpu.drm.DrmNode` that can also create, share and free
-    buffers. Every method raises :class:`pycgpu.drm.DrmError`."""
+    """A :class:`pycgpu.core.drm.DrmNode` that can also create, share and free
+    buffers. Every method raises :class:`pycgpu.core.drm.DrmError`."""
 
     def create_dumb(self, width: int, height: int, bpp: int = 32) -> DumbBuffer:
         arg = ffi.new("struct drm_mode_create_dumb *", {"width": width, "height": height,

@@ -1,5 +1,5 @@
 """Bindings for simgpu, the simulated GPU of the test suite and benchmarks
-(kernel/drivers-gpu-cgroup/simgpu/simgpu_drm.h), on top of :mod:`pycgpu.drm`
+(kernel/drivers-gpu-cgroup/simgpu/simgpu_drm.h), on top of :mod:`pycgpu.core.drm`
 and :mod:`drmtest` (test code: not part of the pycgpu package).
 
 simgpu is a drm_sched driver: a DRM render node whose engines run jobs of a
@@ -21,8 +21,8 @@ from pathlib import Path
 
 from drmtest import BufferNode
 
-from pycgpu import drm
-from pycgpu.drm import driver_version, ffi
+from pycgpu.core import drm
+from pycgpu.core.drm import driver_version, ffi
 
 ffi.cdef(
     """

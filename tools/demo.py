@@ -15,8 +15,8 @@ sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))
 
 from simgpu import Load, SimGpu, render_nodes
 
-from pycgpu import formats
-from pycgpu.cgroup import Cgroup, CgroupError, find_mount
+from pycgpu.core import formats
+from pycgpu.core.cgroup import Cgroup, CgroupError, find_mount
 
 JOB_NS = 2_000_000
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""The mutation score of the monitoring layer's tests (make mutation).
+"""Mutation scores of pycgpu's tests (make mutation, make mutation-core).
 
-Runs mutmut (configured in pyproject.toml, [tool.mutmut]: pycgpu/usage/ and
-pycgpu/commands/cmd_monitor.py mutated, the host tier as the tests) and
+Two sets of modules. ``monitoring`` (the default): runs mutmut (configured
+in pyproject.toml, [tool.mutmut]: pycgpu/monitoring/ and
+pycgpu/cli/commands/cmd_monitor.py mutated, the host tier as the tests) and
 prints, per module and in all, how many mutants the tests killed. The score
 is killed / (killed + survived + no tests): a mutant no test reaches counts
 against it, a timeout, a segfault or a type-check catch counts as killed;
@@ -19,12 +20,23 @@ original behaviour and its mutants survive whatever the tests check
 the docs); likewise code that only a subprocess or the HTTP server thread
 runs. Read those survivors as out of mutmut's reach, not as untested.
 
-Usage: tools/mutation.py [--report]   (--report: only tally the last run)
+``core``: knobs, cgroup, oci, hook and kubepods, each against the host
+test files that exercise it (:data:`CORE_TESTS`; mutmut runs, per mutant,
+only the tests that called the mutated function). It runs in a copy of the
+checkout, out/mutation/core/ (its own [tool.mutmut] written there, so the
+monitoring run's configuration and mutants/ stay as they are); the figures
+go to bench/results/mutation-core.json, and `mutmut results` run in that
+directory lists the survivors.
+
+Usage: tools/mutation.py [--set monitoring|core] [--report]
+       (--report: only tally the last run)
 """
 
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -33,6 +45,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 MUTMUT = Path(sys.executable).parent / "mutmut"
 OUT = ROOT / "bench" / "results" / "mutation.json"
+CORE_OUT = ROOT / "bench" / "results" / "mutation-core.json"
+CORE_STAGE = ROOT / "out" / "mutation" / "core"
+CORE_MODULES = ["pycgpu/core/knobs.py", "pycgpu/core/cgroup.py", "pycgpu/runtime/oci.py",
+                "pycgpu/runtime/hook.py", "pycgpu/runtime/kubepods.py"]
+# the host test files that exercise them (the CLI's tree commands drive knobs and cgroup)
+CORE_TESTS = ["tests/host/" + name for name in (
+    "test_knobs.py", "test_cgroup_tree.py", "test_cli_tree.py", "test_all_or_none.py",
+    "test_concurrency.py", "test_oci.py", "test_bad_json.py", "test_hook.py",
+    "test_kubepods.py", "test_hook_entry.py", "test_errors.py", "test_core_exact.py")]
 KILLED = ("killed", "timeout", "segfault", "caught by type check")
 COUNTED = (*KILLED, "survived", "no tests")
 
@@ -54,17 +75,50 @@ def score(counts: Counter[str]) -> float:
     return 100.0 * sum(counts[s] for s in KILLED) / counted if counted else 0.0
 
 
+def stage_core() -> Path:
+    """A copy of the checkout in :data:`CORE_STAGE` whose [tool.mutmut]
+    mutates :data:`CORE_MODULES` against :data:`CORE_TESTS`. The mutants/
+    of an earlier run stay: mutmut re-checks only what changed."""
+    skip = shutil.ignore_patterns(".git", ".venv", "out", "mutants", "__pycache__", "*.egg-info",
+                                  "build", "kernel")
+    for name in ("pycgpu", "tests", "tools", "docs", "deploy", "bench"):
+        shutil.rmtree(CORE_STAGE / name, ignore_errors=True)  # no module left from before
+        shutil.copytree(ROOT / name, CORE_STAGE / name, ignore=skip, dirs_exist_ok=True)
+    for name in ("README.md", "setup.py", "Makefile"):
+        shutil.copy2(ROOT / name, CORE_STAGE / name)
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    head, sep, _ = pyproject.partition("[tool.mutmut]")
+    if not sep:
+        raise SystemExit("pyproject.toml has no [tool.mutmut] section")
+    config = (f"[tool.mutmut]\nsource_paths = [\"pycgpu/\"]\n"
+              f"only_mutate = {json.dumps(CORE_MODULES)}\n"
+              f"pytest_add_cli_args_test_selection = {json.dumps(CORE_TESTS)}\n"
+              f"also_copy = [\"README.md\", \"setup.py\", \"docs/\", \"deploy/\", \"tools/\", "
+              f"\"bench/\"]\n")
+    (CORE_STAGE / "pyproject.toml").write_text(re.sub(r"\n+$", "\n\n", head) + config)
+    return CORE_STAGE
+
+
 def main(argv: list[str]) -> int:
-    if argv not in ([], ["--report"]):
+    args = list(argv)
+    which = "monitoring"
+    if args[:1] == ["--set"] and len(args) >= 2:
+        which = args[1]
+        del args[:2]
+    if which not in ("monitoring", "core") or args not in ([], ["--report"]):
         print(__doc__.rsplit("Usage: ", 1)[1].strip(), file=sys.stderr)
         return 2
-    if not argv:
-        run = subprocess.run([str(MUTMUT), "run", "--max-children", "2"], cwd=ROOT,
+    where, result = (ROOT, OUT) if which == "monitoring" else (CORE_STAGE, CORE_OUT)
+    if not args:
+        if which == "core":
+            CORE_STAGE.mkdir(parents=True, exist_ok=True)
+            stage_core()
+        run = subprocess.run([str(MUTMUT), "run", "--max-children", "2"], cwd=where,
                              stdout=subprocess.DEVNULL, check=False)
         if run.returncode != 0:
             print(f"mutmut run failed with status {run.returncode}", file=sys.stderr)
             return 1
-    out = subprocess.run([str(MUTMUT), "results", "--all", "true"], cwd=ROOT,
+    out = subprocess.run([str(MUTMUT), "results", "--all", "true"], cwd=where,
                          capture_output=True, text=True, check=True).stdout
     modules = tally(out)
     if not modules:
@@ -83,7 +137,7 @@ def main(argv: list[str]) -> int:
     if not complete:
         print(f"{total['not checked']} mutants not checked: the run did not finish",
               file=sys.stderr)
-    OUT.write_text(json.dumps({
+    result.write_text(json.dumps({
         "complete": complete,
         "score_percent": round(score(total), 1),
         "mutants": sum(total.values()),

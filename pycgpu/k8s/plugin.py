@@ -39,8 +39,10 @@ from typing import Any
 
 import grpc
 
-from .. import cdi, formats
-from ..oci import HookCommand, atomic_write
+from ..core import formats
+from ..core.errors import Error
+from ..runtime import cdi
+from ..runtime.oci import HookCommand, atomic_write
 from . import shares as sh
 from .api import DEVICE_PLUGIN, load
 from .sources import DeviceSource
@@ -61,7 +63,7 @@ API_VERSION = "v1beta1"
 Log = Callable[[str], None]
 
 
-class PluginError(RuntimeError):
+class PluginError(Error, RuntimeError):
     """The plugin cannot serve (its socket cannot be created)."""
 
 
@@ -74,7 +76,7 @@ class DevicePlugin:
                  sysfs_root: Path = Path("/sys"), check_interval: float = 1.0,
                  cdi_spec: Path | None = None, cdi_hook: HookCommand | None = None) -> None:
         if "/" in endpoint or not endpoint:
-            raise PluginError(f"--endpoint {endpoint!r}: give a file name, it is created "
+            raise PluginError(f"endpoint {endpoint!r}: give a file name, it is created "
                               f"in {plugin_dir}")
         self.config, self.source, self.log = config, source, log
         self.plugin_dir = plugin_dir

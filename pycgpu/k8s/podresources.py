@@ -9,27 +9,28 @@ device IDs it got: for ``pycgpu.io/gpu-share``, the share IDs
 createRuntime hook: it records the share IDs of the container it sets up
 (the ``pycgpu.io/share-ids`` annotation of the plugin's Allocate answer)
 in the ``user.pycgpu.share_ids`` extended attribute of the container's
-cgroup (:data:`XATTR`), where the exporter reads them back. A share ID
+cgroup (:data:`pycgpu.runtime.kubepods.SHARE_IDS_XATTR`), where the exporter
+reads them back. A share ID
 held by two cgroups (a stale or forged attribute) names neither.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.errors import Error
+from ..runtime.kubepods import share_ids_of
 from .api import POD_RESOURCES, ApiUnavailable, load
 
 SOCKET = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
-XATTR = "user.pycgpu.share_ids"
 TIMEOUT = 2.0
 RESOURCE = "pycgpu.io/gpu-share"
 
 
-class PodResourcesError(RuntimeError):
+class PodResourcesError(Error, RuntimeError):
     """The kubelet's PodResources API did not answer."""
 
 
@@ -66,26 +67,6 @@ def list_shares(socket: Path = SOCKET, resource: str = RESOURCE,
                     for device_id in dev.device_ids:
                         out[device_id] = owner
     return out
-
-
-def share_ids_of(cgroup_dir: str | Path) -> tuple[str, ...]:
-    """The share IDs the hook recorded on a cgroup directory (none when it
-    recorded none, or the file system keeps no such attribute)."""
-    try:
-        raw = os.getxattr(cgroup_dir, XATTR)
-    except OSError:
-        return ()
-    try:
-        text = raw.decode()
-    except UnicodeDecodeError:
-        return ()
-    return tuple(s for s in (p.strip() for p in text.split(",")) if s)
-
-
-def record_share_ids(cgroup_dir: str | Path, share_ids: tuple[str, ...]) -> None:
-    """Record @share_ids on the cgroup directory (OSError when the file
-    system keeps no user extended attributes: cgroup2 does since Linux 5.7)."""
-    os.setxattr(cgroup_dir, XATTR, ",".join(share_ids).encode())
 
 
 class Labels:

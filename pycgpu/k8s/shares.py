@@ -31,11 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import annotations as ann
-from .. import cdi, formats
+from ..core import formats
+from ..core.errors import Error
+from ..runtime import annotations as ann
+from ..runtime import cdi
 
 if TYPE_CHECKING:
-    from ..devices import Device
+    from ..core.devices import Device
 
 RESOURCE = "pycgpu.io/gpu-share"
 DEFAULT_SHARES = 10
@@ -47,7 +49,7 @@ VRAM_FILE = "mem_info_vram_total"  # amdgpu, under the render node's device/
 _ID = re.compile(r"(renderD\d+)-s(\d+)")
 
 
-class ShareError(ValueError):
+class ShareError(Error, ValueError):
     """A request the plugin cannot answer (unknown device ID, bad config)."""
 
 
@@ -65,6 +67,17 @@ def parse_id(text: str) -> tuple[str, int]:
 
 
 @dataclass(frozen=True)
+class Names:
+    """What the settings are called in messages: by default in words; the
+    CLI gives its options' names."""
+
+    shares: str = "shares"
+    weight_per_share: str = "weight per share"
+    device_memory: str = "device memory"
+    device: str = "device"
+
+
+@dataclass(frozen=True)
 class Config:
     """Validated settings: shares per GPU, weight per share, memory sizes.
     Per-device keys are DEV texts (renderD128, card0, a PCI address)."""
@@ -75,16 +88,17 @@ class Config:
     device_shares: Mapping[str, int] = field(default_factory=dict)
     device_memory: Mapping[str, int] = field(default_factory=dict)
     only: tuple[str, ...] = ()
+    names: Names = field(default=Names(), compare=False)
 
 
-def _check_shares(n: int, weight_per_share: int, what: str) -> int:
+def _check_shares(n: int, weight_per_share: int, what: str, names: Names) -> int:
     if not 1 <= n <= SHARES_MAX:
         raise ShareError(f"{what}: {n} shares is out of range [1, {SHARES_MAX}]")
     if n * weight_per_share > formats.WEIGHT_MAX:
         raise ShareError(f"{what}: {n} shares x weight {weight_per_share} per share = "
                          f"{n * weight_per_share} exceeds the largest gpu.weight "
                          f"{formats.WEIGHT_MAX} (fix: fewer shares or a smaller "
-                         "--weight-per-share)")
+                         f"{names.weight_per_share})")
     return n
 
 
@@ -105,31 +119,32 @@ def _size(text: str, what: str) -> int:
 
 
 def parse_config(shares: Iterable[str], weight_per_share: int, memory: Iterable[str],
-                 only: Iterable[str] = ()) -> tuple[Config, list[str]]:
-    """The config from the CLI's texts (``--shares N`` / ``DEV=N``,
-    ``--device-memory SIZE`` / ``DEV=SIZE``) and the warnings for the
-    per-device entries left out. A bad default (the whole plugin's) raises
-    :class:`ShareError`."""
+                 only: Iterable[str] = (), names: Names = Names()) -> tuple[Config, list[str]]:
+    """The config from the texts of the settings (shares ``N`` / ``DEV=N``,
+    device memory ``SIZE`` / ``DEV=SIZE``), and the warnings for the
+    per-device entries left out; messages call the settings as @names
+    does. A bad default (the whole plugin's) raises :class:`ShareError`."""
     warnings: list[str] = []
     if not 1 <= weight_per_share <= formats.WEIGHT_MAX:
-        raise ShareError(f"--weight-per-share {weight_per_share} is out of range "
+        raise ShareError(f"{names.weight_per_share} {weight_per_share} is out of range "
                          f"[1, {formats.WEIGHT_MAX}]")
     default_n, default_mem = DEFAULT_SHARES, None
     per_n: dict[str, int] = {}
     per_mem: dict[str, int] = {}
     for raw in shares:
         dev, sep, value = raw.rpartition("=")
-        what = f"--shares {formats.shown(raw)}"
+        what = f"{names.shares} {formats.shown(raw)}"
         if not sep:
-            default_n = _check_shares(_int(value, what), weight_per_share, what)
+            default_n = _check_shares(_int(value, what), weight_per_share, what, names)
             continue
         try:
-            per_n[dev.strip()] = _check_shares(_int(value, what), weight_per_share, what)
+            per_n[dev.strip()] = _check_shares(_int(value, what), weight_per_share, what,
+                                               names)
         except ShareError as e:
             warnings.append(f"{e}; ignored")
     for raw in memory:
         dev, sep, value = raw.rpartition("=")
-        what = f"--device-memory {formats.shown(raw)}"
+        what = f"{names.device_memory} {formats.shown(raw)}"
         if not sep:
             default_mem = _size(value, what)
             continue
@@ -138,10 +153,10 @@ def parse_config(shares: Iterable[str], weight_per_share: int, memory: Iterable[
         except ShareError as e:
             warnings.append(f"{e}; ignored")
     if default_n * weight_per_share > formats.WEIGHT_MAX:
-        what = f"--weight-per-share {weight_per_share}"
-        _check_shares(default_n, weight_per_share, what)
+        what = f"{names.weight_per_share} {weight_per_share}"
+        _check_shares(default_n, weight_per_share, what, names)
     return Config(default_n, weight_per_share, default_mem, per_n, per_mem,
-                  tuple(only)), warnings
+                  tuple(only), names), warnings
 
 
 @dataclass(frozen=True)
@@ -213,7 +228,7 @@ class Inventory:
 def _resolve_keys(keys: Iterable[str], devices: list[Device], what: str,
                   warnings: list[str]) -> dict[str, str]:
     """DEV text -> render node name for the keys that name a present device."""
-    from ..devices import DeviceError, resolve
+    from ..core.devices import DeviceError, resolve
 
     out = {}
     for key in keys:
@@ -228,12 +243,13 @@ def build(devices: list[Device], config: Config, sysfs_root: Path = Path("/sys")
     """What to advertise for @devices (render nodes, in order)."""
     inv = Inventory(config)
     if config.only:
-        chosen = set(_resolve_keys(config.only, devices, "--device", inv.warnings).values())
+        chosen = set(_resolve_keys(config.only, devices, config.names.device,
+                                   inv.warnings).values())
         devices = [d for d in devices if d.name in chosen]
     n_of = {name: config.device_shares[k] for k, name in _resolve_keys(
-        config.device_shares, devices, "--shares", inv.warnings).items()}
+        config.device_shares, devices, config.names.shares, inv.warnings).items()}
     mem_of = {name: config.device_memory[k] for k, name in _resolve_keys(
-        config.device_memory, devices, "--device-memory", inv.warnings).items()}
+        config.device_memory, devices, config.names.device_memory, inv.warnings).items()}
     for dev in devices:
         n = n_of.get(dev.name, config.shares)
         if dev.name in mem_of:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from ..devices import Device
+    from ..core.devices import Device
 
 Changed = Callable[[], None]
 Log = Callable[[str], None]
@@ -36,7 +36,7 @@ class PollSource:
         self.sysfs_root, self.dev_root, self.interval = sysfs_root, dev_root, interval
 
     def devices(self) -> list[Device]:
-        from ..devices import discover
+        from ..core.devices import discover
 
         return discover(self.sysfs_root, self.dev_root)
 

@@ -2,7 +2,7 @@
 controller's rules (../shared/DESIGN.md section 2), and fake sysfs and /dev
 trees with two GPUs (an i915 PCI device and vgem).
 
-The fake kernel replaces pycgpu.cgroup's three file-system seams (_mkdir,
+The fake kernel replaces pycgpu.core.cgroup's three file-system seams (_mkdir,
 _rmdir, _write_file): mkdir populates interface files like cgroupfs does,
 rmdir removes them. Writes to the knobs are answered by the reference model
 of tests/kernel_model.py, not by pycgpu's parsers (which would judge
@@ -22,8 +22,8 @@ import pytest
 from click.testing import CliRunner
 from kernel_model import Model, Refused
 
-from pycgpu import cgroup as cgroup_mod
-from pycgpu.formats import DevT
+from pycgpu.core import cgroup as cgroup_mod
+from pycgpu.core.formats import DevT
 
 I915 = DevT(226, 128)
 VGEM = DevT(226, 129)

@@ -10,8 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from pycgpu import formats, knobs
-from pycgpu.cgroup import READ, WRITE, Cgroup, CgroupError, InvalidPath, check_relpath, resolve_path
+from pycgpu.core import formats, knobs
+from pycgpu.core.cgroup import (
+    READ,
+    WRITE,
+    Cgroup,
+    CgroupError,
+    InvalidPath,
+    check_relpath,
+    resolve_path,
+)
 
 
 def one_line_error(result) -> str:
@@ -36,7 +44,7 @@ def test_parse_error_while_applying_rolls_back_subtree_control(fake, monkeypatch
         if path.name == "cgroup.subtree_control" and data == b"+gpu":
             (fake.root / "x" / "gpu.weight").write_text("default one hundred\n")
 
-    monkeypatch.setattr("pycgpu.cgroup._write_file", write)
+    monkeypatch.setattr("pycgpu.core.cgroup._write_file", write)
     cg = Cgroup(fake.root, "x")
     plan = knobs.plan_create(cg, knobs.Settings(weight=300), exist_ok=True)
     with pytest.raises(knobs.ApplyError) as e:
@@ -82,7 +90,7 @@ def test_non_utf8_file_content_is_one_line(cli, command, tail):
     ("", "", errno.EINVAL, None),
 ])
 def test_hints_follow_what_failed_not_the_errno_alone(op, name, code, fix):
-    from pycgpu.commands.common import hint
+    from pycgpu.cli.commands.common import hint
 
     e = CgroupError(code, "x", op, f"/cg/a/{name}" if name else None)
     got = hint(e)

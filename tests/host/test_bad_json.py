@@ -1,6 +1,6 @@
 """One line, never a traceback, for any config.json and any OCI state:
 bytes that are not UTF-8, nesting deeper than the JSON parser's recursion
-limit or than pycgpu writes back, lone surrogates (pycgpu.jsontext), from
+limit or than pycgpu writes back, lone surrogates (pycgpu.core.jsontext), from
 oci patch, oci unpatch and the hook; the file is left as it was."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pycgpu import jsontext
 from pycgpu.cli import main
+from pycgpu.core import jsontext
 
 DEEP = b'{"a": ' + b"[" * 5000 + b"]" * 5000 + b"}"  # RecursionError in json.loads
 DEEPISH = b'{"a": ' + b"[" * 500 + b"]" * 500 + b"}"  # parses; the writer would recurse

@@ -1,4 +1,4 @@
-"""pycgpu.capabilities and `pycgpu check` on fake /proc and cgroup trees."""
+"""pycgpu.core.capabilities and `pycgpu check` on fake /proc and cgroup trees."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from pycgpu.capabilities import INFO, OK, PROBLEM, Host, check
-from pycgpu.schemas import CHECK_SCHEMA
+from pycgpu.core.capabilities import INFO, OK, PROBLEM, Host, check
+from pycgpu.core.schemas import CHECK_SCHEMA
 
 V2 = "30 22 0:26 / {root} rw,nosuid shared:9 - cgroup2 cgroup2 rw,nsdelegate\n"
 HYBRID = (
@@ -164,7 +164,7 @@ def test_kernel_without_controller(host, checkout):
 
 
 def test_the_checkout_is_found_next_to_the_package():
-    from pycgpu import capabilities
+    from pycgpu.core import capabilities
 
     series = Path(capabilities.__file__).resolve().parent.parent / "kernel/drivers-gpu-cgroup"
     assert Host().checkout_series == series

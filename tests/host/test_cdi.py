@@ -1,4 +1,4 @@
-"""`pycgpu cdi generate` (pycgpu.cdi): CDI specs for the render nodes,
+"""`pycgpu cdi generate` (pycgpu.runtime.cdi): CDI specs for the render nodes,
 validated against the CDI schema."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from runtime_schemas import cdi_errors
 
-from pycgpu import cdi
-from pycgpu.devices import discover
+from pycgpu.core.devices import discover
+from pycgpu.runtime import cdi
 
 
 def nodes(spec: dict, name: str) -> list[dict]:

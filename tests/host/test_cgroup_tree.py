@@ -1,12 +1,12 @@
-"""pycgpu.cgroup against a fake cgroup tree (plain files in a temporary directory)."""
+"""pycgpu.core.cgroup against a fake cgroup tree (plain files in a temporary directory)."""
 
 import errno
 import os
 
 import pytest
 
-from pycgpu.cgroup import Cgroup, CgroupError, find_mount
-from pycgpu.formats import DevT
+from pycgpu.core.cgroup import Cgroup, CgroupError, find_mount
+from pycgpu.core.formats import DevT
 
 
 def make_fake_root(tmp_path, controllers="cpu memory gpu"):
@@ -86,12 +86,12 @@ def test_refusal_on_a_delegated_group_says_who_may_set_it(tmp_path, monkeypatch)
     def denied(path, data):
         raise PermissionError(errno.EACCES, "Permission denied")
 
-    monkeypatch.setattr("pycgpu.cgroup._write_file", denied)
+    monkeypatch.setattr("pycgpu.core.cgroup._write_file", denied)
     with pytest.raises(CgroupError) as e:
         Cgroup(root, "team").write("gpu.weight", "500")
     assert e.value.errno == errno.EACCES
-    from pycgpu.cgroup import DelegatedRefusal
-    from pycgpu.commands.common import refused
+    from pycgpu.cli.commands.common import refused
+    from pycgpu.core.cgroup import DelegatedRefusal
     assert isinstance(e.value, DelegatedRefusal)
     assert "(fix:" not in refused(e.value).message
     assert str(e.value).endswith(

@@ -6,7 +6,7 @@ import json
 
 import jsonschema
 
-from pycgpu.schemas import DEVICES_SCHEMA
+from pycgpu.core.schemas import DEVICES_SCHEMA
 
 
 def test_devices_table(cli, fake_sysfs):

@@ -53,8 +53,9 @@ def test_cgroup_root_from_environment(cli):
 
 def test_import_is_lazy():
     code = ("import sys, pycgpu.cli; "
-            "print(sorted(m for m in ('cffi', 'pyudev', 'json', 'pycgpu.drm', 'pycgpu.devices', "
-            "'pycgpu.knobs', 'pycgpu.snapshot', 'pycgpu.capabilities') if m in sys.modules))")
+            "print(sorted(m for m in ('cffi', 'pyudev', 'json', 'pycgpu.core.drm', "
+            "'pycgpu.core.devices', 'pycgpu.core.knobs', 'pycgpu.core.snapshot', "
+            "'pycgpu.core.capabilities') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -88,7 +89,7 @@ def test_shell_completion_of_devices(tmp_path, fake_sysfs):
 def test_schema_command(cli):
     import json
 
-    from pycgpu.schemas import SCHEMAS, STAT_SCHEMA
+    from pycgpu.core.schemas import SCHEMAS, STAT_SCHEMA
 
     assert cli("schema").output.split() == sorted(SCHEMAS)
     assert json.loads(cli("schema", "stat").output) == STAT_SCHEMA
@@ -99,7 +100,7 @@ def test_schema_command(cli):
 def test_schemas_have_open_lists():
     import jsonschema
 
-    from pycgpu.schemas import CHECK_SCHEMA, STAT_SCHEMA
+    from pycgpu.core.schemas import CHECK_SCHEMA, STAT_SCHEMA
 
     doc = {"schema": "pycgpu.check/v1", "ok": True, "cgroup_root": None,
            "findings": [{"id": "a-new-check", "status": "ok", "message": "", "fix": None}]}

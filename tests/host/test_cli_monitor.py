@@ -22,18 +22,18 @@ from click.testing import CliRunner
 from fakeproc import FakeProc, client, fake_devnum, fixture
 from prometheus_client.parser import text_string_to_metric_families
 
-from pycgpu import usage
+from pycgpu import monitoring
 from pycgpu.cli import main
-from pycgpu.commands.cmd_monitor import parse_listen
-from pycgpu.containers import Resolver
-from pycgpu.formats import DevT
-from pycgpu.schemas import STAT_SCHEMA
-from pycgpu.usage import exporter as exp
-from pycgpu.usage import fdinfo as fdinfo_mod
-from pycgpu.usage import view
-from pycgpu.usage.fdinfo import FdinfoSource
-from pycgpu.usage.kernel import KernelSource
-from pycgpu.usage.view import Monitor
+from pycgpu.cli.commands.cmd_monitor import parse_listen
+from pycgpu.core.formats import DevT
+from pycgpu.core.schemas import STAT_SCHEMA
+from pycgpu.monitoring import exporter as exp
+from pycgpu.monitoring import fdinfo as fdinfo_mod
+from pycgpu.monitoring import view
+from pycgpu.monitoring.containers import Resolver
+from pycgpu.monitoring.fdinfo import FdinfoSource
+from pycgpu.monitoring.kernel import KernelSource
+from pycgpu.monitoring.view import Monitor
 
 ID = "3f2a9c1b7d4e" + "0" * 52
 ID2 = "a1b2c3d4e5f6" + "1" * 52
@@ -96,7 +96,7 @@ def test_commands_are_listed():
 
 def test_import_stays_lazy():
     code = ("import sys, pycgpu.cli; print(sorted(m for m in ('rich', 'prometheus_client', "
-            "'pycgpu.usage', 'pycgpu.containers', 'psutil') if m in sys.modules))")
+            "'pycgpu.monitoring', 'pycgpu.monitoring.containers', 'psutil') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -213,7 +213,7 @@ def test_top_once_fdinfo_shows_engines(proc_env):
 def test_top_rich_frame(env):
     from rich.console import Console
 
-    from pycgpu.usage.frames import rich_frame
+    from pycgpu.monitoring.frames import rich_frame
 
     monitor = Monitor(KernelSource(Path(env["PYCGPU_CGROUP_ROOT"])),
                       Resolver(env["PYCGPU_RUNTIME_ROOT"]))
@@ -419,7 +419,7 @@ def test_exporter_has_no_series_for_unused_devices(env):
 
 
 def test_exporter_device_label_is_the_render_node(env, fake_sysfs):
-    from pycgpu.devices import discover
+    from pycgpu.core.devices import discover
 
     devices = discover(*fake_sysfs)
     text = kernel_exporter(env, devices=devices).scrape().decode()
@@ -502,7 +502,7 @@ def test_stat_with_a_non_utf8_file_warns_and_goes_on(env):
 
 
 def test_device_totals_from_the_root_in_stat_and_the_exporter(env, fake_sysfs):
-    from pycgpu.devices import discover
+    from pycgpu.core.devices import discover
 
     root = Path(env["PYCGPU_CGROUP_ROOT"])
     (root / "gpu.stat").write_text("226:128 usage_usec=9000000 wait_usec=2000000 sched=1\n"
@@ -545,7 +545,7 @@ def clock(env, monkeypatch):
     time and 3 s of waiting (three queues) in 2 s, and as much for its pod,
     whose counters include it."""
     now = [1000 * SECOND]
-    monkeypatch.setattr(usage.Source, "clock", staticmethod(lambda: now[0]))
+    monkeypatch.setattr(monitoring.Source, "clock", staticmethod(lambda: now[0]))
     root = Path(env["PYCGPU_CGROUP_ROOT"])
     (root / POD.lstrip("/") / "gpu.stat").write_text("226:128 usage_usec=4000000 "
                                                       "wait_usec=1000000\n")

@@ -7,8 +7,8 @@ import json
 import jsonschema
 import pytest
 
-from pycgpu import snapshot
-from pycgpu.schemas import SHOW_SCHEMA
+from pycgpu.core import snapshot
+from pycgpu.core.schemas import SHOW_SCHEMA
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import errno
 
 import pytest
 
-from pycgpu.cgroup import Cgroup
+from pycgpu.core.cgroup import Cgroup
 
 
 def read(cli, rel):
@@ -208,7 +208,7 @@ def test_set_kernel_refusal_restores_previous_values(cli, group):
 
 
 def test_set_reports_an_incomplete_rollback(cli, group, monkeypatch):
-    from pycgpu import cgroup as cgroup_mod
+    from pycgpu.core import cgroup as cgroup_mod
 
     writes = []
     real = cgroup_mod._write_file

@@ -1,5 +1,5 @@
-"""All or none across processes and interruptions (pycgpu.locks,
-pycgpu.interrupts, knobs.apply): concurrent create runs, concurrent oci
+"""All or none across processes and interruptions (pycgpu.core.locks,
+pycgpu.core.interrupts, knobs.apply): concurrent create runs, concurrent oci
 patch runs in real processes (fork: the fake
 kernel goes with them), SIGTERM and SIGINT between two writes, any exception
 while applying, and a rollback that must leave +gpu on a parent that others
@@ -19,10 +19,10 @@ import pytest
 from click.testing import CliRunner
 from forked import FORK, finish, start
 
-from pycgpu import cgroup as cgroup_mod
-from pycgpu import knobs, locks
-from pycgpu.cgroup import Cgroup
 from pycgpu.cli import main
+from pycgpu.core import cgroup as cgroup_mod
+from pycgpu.core import knobs, locks
+from pycgpu.core.cgroup import Cgroup
 
 
 def invoke(env: dict[str, str], *args: str) -> tuple[int, str]:
@@ -272,7 +272,7 @@ def test_concurrent_oci_patches_lose_no_update(cli, tmp_path, monkeypatch):
     """Six patch runs of one config.json at once, each slow between reading
     and writing: every one's change is in the result (without the lock on
     the config, each wrote back what it had read, and only one survived)."""
-    from pycgpu import oci
+    from pycgpu.runtime import oci
 
     bundle = tmp_path / "bundle"
     bundle.mkdir()

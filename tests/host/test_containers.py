@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pycgpu.containers import Container, Resolver, identify
+from pycgpu.monitoring.containers import Container, Resolver, identify
 
 ID = "3f2a9c1b7d4e" + "0" * 52
 ID2 = "b" * 64

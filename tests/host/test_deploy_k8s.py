@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from pycgpu.cli import main
-from pycgpu.commands.cmd_k8s import PLUGIN_DIR
+from pycgpu.cli.commands.cmd_k8s import PLUGIN_DIR
 from pycgpu.k8s.shares import DEFAULT_SHARES, RESOURCE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -118,7 +118,7 @@ def test_the_device_plugin_writes_the_cdi_spec(manifests):
     ctx = parse_cli(ctr["command"])[-1]
     assert host_path_of(manifests, ctr, str(option(ctx, "cdi_spec"))).startswith("/etc/cdi/")
     hook = option(ctx, "cdi_hook_path")
-    assert hook == "/opt/pycgpu/bin/pycgpu"
+    assert hook == "/opt/pycgpu/bin/pycgpu-hook"
     assert f"`{hook}`" in (ROOT / "docs" / "kubernetes.md").read_text()
     assert hook in (ROOT / "README.md").read_text()
     assert "initContainers" not in pod_spec(manifests)  # one writer of the spec

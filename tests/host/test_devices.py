@@ -1,4 +1,4 @@
-"""pycgpu.devices on fake sysfs and /dev trees (conftest.fake_sysfs)."""
+"""pycgpu.core.devices on fake sysfs and /dev trees (conftest.fake_sysfs)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from pycgpu import devices
-from pycgpu.devices import Device, DeviceError, discover, normalize_pci, resolve
-from pycgpu.drm import DrmVersion
-from pycgpu.formats import DevT
+from pycgpu.core import devices
+from pycgpu.core.devices import Device, DeviceError, discover, normalize_pci, resolve
+from pycgpu.core.drm import DrmVersion
+from pycgpu.core.formats import DevT
 
 
 @pytest.fixture
@@ -36,7 +36,7 @@ def test_faux_device_driver_comes_from_drm(fake_sysfs, monkeypatch):
     (faux_driver) every faux device links: that is not the GPU driver."""
     import os
 
-    from pycgpu import drm
+    from pycgpu.core import drm
 
     sysfs, dev = fake_sysfs
     platform = sysfs / "devices" / "platform" / "vgem"
@@ -101,7 +101,7 @@ def test_udev_unavailable_falls_back_to_sysfs(monkeypatch, fake_sysfs):
 
 
 def test_query_driver_fills_version(fake_sysfs, monkeypatch):
-    from pycgpu import drm
+    from pycgpu.core import drm
 
     def fake_version(path):
         if Path(path).name == "renderD129":

@@ -55,7 +55,7 @@ def test_a_stale_help_block_is_rewritten():
 
 
 def test_monitoring_doc_lists_every_metric():
-    from pycgpu.usage.exporter import FAMILIES
+    from pycgpu.monitoring.exporter import FAMILIES
 
     text = (docs_help.ROOT / "docs" / "monitoring.md").read_text()
     for name, family in FAMILIES.items():

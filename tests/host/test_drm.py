@@ -1,4 +1,4 @@
-"""pycgpu.drm, and the buffer ioctls the tests add to it (tests/drmtest.py),
+"""pycgpu.core.drm, and the buffer ioctls the tests add to it (tests/drmtest.py),
 without a GPU: struct layouts, ioctl numbers, the ioctl protocol against a
 fake ioctl, and the error paths."""
 
@@ -11,8 +11,8 @@ import drmtest
 import pytest
 from drmtest import BufferNode
 
-from pycgpu import drm
-from pycgpu.drm import DrmError, DrmNode, ffi
+from pycgpu.core import drm
+from pycgpu.core.drm import DrmError, DrmNode, ffi
 
 x86_64 = pytest.mark.skipif(platform.machine() != "x86_64",
                             reason="the documented numbers are x86_64's (size_t is 8 bytes)")

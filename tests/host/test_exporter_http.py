@@ -16,10 +16,10 @@ from prometheus_client.openmetrics.parser import (
 from prometheus_client.parser import text_string_to_metric_families as text_families
 from test_cli_monitor import TRAIN, env  # noqa: F401  (the fixture: a fake cgroup tree)
 
-from pycgpu.usage import exporter as exp
-from pycgpu.usage.httpd import OPENMETRICS, TEXT, wants_gzip, wants_openmetrics
-from pycgpu.usage.kernel import KernelSource
-from pycgpu.usage.view import Monitor
+from pycgpu.monitoring import exporter as exp
+from pycgpu.monitoring.httpd import OPENMETRICS, TEXT, wants_gzip, wants_openmetrics
+from pycgpu.monitoring.kernel import KernelSource
+from pycgpu.monitoring.view import Monitor
 
 # what Prometheus 2.x/3.x sends (scrape_protocols default)
 PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;"

@@ -1,9 +1,9 @@
-"""The cgroup file formats of pycgpu.formats."""
+"""The cgroup file formats of pycgpu.core.formats."""
 
 import pytest
 
-from pycgpu import formats as f
-from pycgpu.formats import DevT, FormatError
+from pycgpu.core import formats as f
+from pycgpu.core.formats import DevT, FormatError
 
 DEV = DevT(226, 128)
 

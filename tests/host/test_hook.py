@@ -1,4 +1,4 @@
-"""`pycgpu oci hook` (pycgpu.hook) on the fake cgroup tree: the allow-list of
+"""`pycgpu oci hook` (pycgpu.runtime.hook) on the fake cgroup tree: the allow-list of
 pycgpu.io/* annotations, finding the container's cgroup, enabling gpu along
 its path, all-or-none, the image check, and failing closed."""
 

@@ -1,4 +1,4 @@
-"""`pycgpu image check` (pycgpu.imagecheck): GPU user space found in fixture
+"""`pycgpu image check` (pycgpu.runtime.imagecheck): GPU user space found in fixture
 root file systems, the host's kernel side from fake /proc and sysfs, and the
 rules (NVIDIA versions equal, Intel GPUs need Mesa)."""
 
@@ -12,10 +12,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from pycgpu import imagecheck
-from pycgpu.devices import discover
-from pycgpu.formats import DevT
-from pycgpu.imagecheck import (
+from pycgpu.core.devices import discover
+from pycgpu.core.formats import DevT
+from pycgpu.runtime import imagecheck
+from pycgpu.runtime.imagecheck import (
     INTEL_COMPUTE,
     INTEL_MEDIA,
     LIBDRM,

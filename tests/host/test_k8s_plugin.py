@@ -24,13 +24,13 @@ import pytest
 from conftest import _node
 from fakekubelet import FakeKubelet, response_dict
 
-from pycgpu import annotations as ann
-from pycgpu.devices import Device, resolve
-from pycgpu.formats import DevT
-from pycgpu.formats import format_size_exact as exact
+from pycgpu.core.devices import Device, resolve
+from pycgpu.core.formats import DevT
+from pycgpu.core.formats import format_size_exact as exact
 from pycgpu.k8s import shares as sh
 from pycgpu.k8s.plugin import DevicePlugin
 from pycgpu.k8s.sources import StaticSource
+from pycgpu.runtime import annotations as ann
 
 GIB = 1 << 30
 
@@ -181,7 +181,7 @@ def test_sysfs_memory_size_is_used(tmp_path, fake_sysfs):
     sysfs, _ = fake_sysfs
     (sysfs / "class" / "drm" / "renderD128" / "device" / sh.VRAM_FILE).write_text(
         f"{16 * GIB}\n")
-    from pycgpu.devices import discover
+    from pycgpu.core.devices import discover
 
     inv = sh.build(discover(sysfs, fake_sysfs[1]), sh.parse_config(["4"], 100, ["1G"])[0],
                    sysfs)
@@ -259,7 +259,7 @@ def test_config_for_a_device_that_appears_later(start, kubelet):
     r = start([gpu(128)], shares=("2", "renderD129=5"))
     kubelet.wait_registered()
     assert kubelet.devices() == ids("renderD128", 2)
-    assert any("--shares renderD129" in line and "ignored until it appears" in line
+    assert any("shares renderD129" in line and "ignored until it appears" in line
                for line in r.logs), r.logs
     r.source.set([gpu(128), gpu(129)])
     kubelet.wait_devices(lambda d: d == ids("renderD128", 2) + ids("renderD129", 5), "renderD129")
@@ -304,11 +304,11 @@ def test_refused_registration_is_retried(start, kubelet):
 
 
 @pytest.mark.parametrize(("shares", "weight", "memory", "message"), [
-    (["0"], 100, [], "--shares '0': 0 shares is out of range [1, 100]"),
+    (["0"], 100, [], "shares '0': 0 shares is out of range [1, 100]"),
     (["101"], 100, [], "out of range [1, 100]"),
     (["ten"], 100, [], "is not a whole number"),
     (["20"], 1000, [], "exceeds the largest gpu.weight 10000"),
-    (["10"], 0, [], "--weight-per-share 0 is out of range"),
+    (["10"], 0, [], "weight per share 0 is out of range"),
     (["10"], 100, ["lots"], "is not a size"),
     (["10"], 100, ["0"], "at least 4K"),
 ])
@@ -317,17 +317,30 @@ def test_bad_defaults_raise(shares, weight, memory, message):
         sh.parse_config(shares, weight, memory)
 
 
+def test_messages_call_the_settings_as_the_caller_names_them():
+    cli_names = sh.Names("--shares", "--weight-per-share", "--device-memory", "--device")
+    with pytest.raises(sh.ShareError) as info:
+        sh.parse_config(["20"], 1000, [], names=cli_names)
+    assert str(info.value) == ("--shares '20': 20 shares x weight 1000 per share = 20000 "
+                               "exceeds the largest gpu.weight 10000 (fix: fewer shares or a "
+                               "smaller --weight-per-share)")
+    config, warnings = sh.parse_config(["renderD128=0"], 100, ["renderD128=x"], ["renderD140"],
+                                       cli_names)
+    assert [w.split(" ", 1)[0] for w in warnings] == ["--shares", "--device-memory"]
+    assert sh.build([gpu(128)], config).warnings[0].startswith("--device renderD140: ")
+
+
 def test_bad_device_entries_are_warnings():
     config, warnings = sh.parse_config(["renderD128=0", "renderD129=3"], 100,
                                        ["renderD128=huge", "renderD129=2G"])
     assert config.device_shares == {"renderD129": 3}
     assert config.device_memory == {"renderD129": 2 * GIB}
     assert len(warnings) == 2
-    assert warnings[0].startswith("--shares 'renderD128=0': 0 shares is out of range")
-    assert warnings[1].startswith("--device-memory 'renderD128=huge'")
+    assert warnings[0].startswith("shares 'renderD128=0': 0 shares is out of range")
+    assert warnings[1].startswith("device memory 'renderD128=huge'")
     inv = sh.build([gpu(128)], sh.parse_config([], 100, [], ["renderD128", "renderD140"])[0])
     assert list(inv.gpus) == ["renderD128"]
-    assert inv.warnings == ["--device renderD140: unknown device 'renderD140'; known "
+    assert inv.warnings == ["device renderD140: unknown device 'renderD140'; known "
                             "devices: renderD128 (226:128, simgpu); ignored until it appears"]
 
 
@@ -415,7 +428,7 @@ def test_the_cdi_spec_follows_gpus_that_come_and_go(sockdir, tmp_path):
     """Written at the first refresh, rewritten atomically (a new file
     renamed over the old one: a new inode) when the set of GPUs changes, left
     alone when it does not, removed when no GPU is left."""
-    from pycgpu.oci import hook_command
+    from pycgpu.runtime.oci import hook_command
 
     spec = tmp_path / "cdi" / "pycgpu.json"
     spec.parent.mkdir()

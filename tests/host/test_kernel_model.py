@@ -17,8 +17,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from kernel_model import U64_MAX, Model, Refused, table_state
 
-from pycgpu import formats
-from pycgpu.formats import DevT
+from pycgpu.core import formats
+from pycgpu.core.formats import DevT
 
 TABLE = Path(__file__).parent / "fixtures" / "kernel_writes.json"
 # as in the VM the table was recorded in (vgem 226:128, simgpu 226:129): literal

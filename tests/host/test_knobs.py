@@ -1,5 +1,5 @@
-"""pycgpu.knobs (plans, undo values, rollback) and the refusal messages of
-pycgpu.cgroup, on the fake kernel."""
+"""pycgpu.core.knobs (plans, undo values, rollback) and the refusal messages of
+pycgpu.core.cgroup, on the fake kernel."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import errno
 
 import pytest
 
-from pycgpu import knobs
-from pycgpu.cgroup import Cgroup, CgroupError
-from pycgpu.formats import DevT
-from pycgpu.knobs import ApplyError, InvalidRequest, Settings, Unavailable, Write
+from pycgpu.core import knobs
+from pycgpu.core.cgroup import Cgroup, CgroupError
+from pycgpu.core.formats import DevT
+from pycgpu.core.knobs import ApplyError, InvalidRequest, Settings, Unavailable, Write
 
 DEV = DevT(226, 128)
 

@@ -1,4 +1,4 @@
-"""Pod-level weights (pycgpu.kubepods, applied by the createRuntime hook):
+"""Pod-level weights (pycgpu.runtime.kubepods, applied by the createRuntime hook):
 under kubepods, the pod and QoS slice of a container weigh the sum of the
 GPU weights asked for below them, so pods share by their weights."""
 
@@ -13,10 +13,10 @@ import pytest
 from click.testing import CliRunner
 from forked import FORK, finish, start
 
-from pycgpu import kubepods
-from pycgpu.cgroup import Cgroup
 from pycgpu.cli import main
-from pycgpu.formats import DevT
+from pycgpu.core.cgroup import Cgroup
+from pycgpu.core.formats import DevT
+from pycgpu.runtime import kubepods
 
 D128, D129 = DevT(226, 128), DevT(226, 129)
 KUBE = "kubepods.slice"

@@ -1,4 +1,4 @@
-"""`pycgpu oci generate` and `pycgpu oci patch` (pycgpu.oci): runc's default
+"""`pycgpu oci generate` and `pycgpu oci patch` (pycgpu.runtime.oci): runc's default
 spec, the runtime-spec schema, preservation of everything else, atomic
 writes, and every refusal leaving the file untouched."""
 
@@ -9,14 +9,15 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from runtime_schemas import oci_errors
 
-from pycgpu import annotations as ann
-from pycgpu import oci
-from pycgpu.runc_spec import TEXT as RUNC_SPEC
+from pycgpu.runtime import annotations as ann
+from pycgpu.runtime import oci
+from pycgpu.runtime.runc_spec import TEXT as RUNC_SPEC
 
 DENY_ALL = {"allow": False, "access": "rwm"}
 
@@ -212,7 +213,7 @@ def test_patch_hook_mode_carries_knobs_in_annotations(bundle, cli):
          "args": ["pycgpu", "oci", "hook", "--allow", "pycgpu.io/gpu.priority"]}]}
     assert "unified" not in doc["linux"]["resources"]
     # what the hook will read back
-    from pycgpu.commands.common import State
+    from pycgpu.cli.commands.common import State
 
     state = State(sysfs_root=Path(cli.env["PYCGPU_SYSFS_ROOT"]),
                   dev_root=Path(cli.env["PYCGPU_DEV_ROOT"]))
@@ -224,13 +225,26 @@ def test_patch_hook_mode_carries_knobs_in_annotations(bundle, cli):
     assert len(load(bundle / "config.json")["hooks"]["createRuntime"]) == 1
 
 
-def test_hook_command_defaults():
+def test_hook_command_defaults(tmp_path, monkeypatch):
     cmd = oci.hook_command("relative/pycgpu")
     assert cmd.path == os.path.abspath("relative/pycgpu")
     assert cmd.args == ("pycgpu", "oci", "hook")
+    assert oci.hook_command("/opt/pycgpu/bin/pycgpu-hook", ["pycgpu.io/gpu.priority"]) == \
+        oci.HookCommand("/opt/pycgpu/bin/pycgpu-hook",
+                        ("pycgpu-hook", "--allow", "pycgpu.io/gpu.priority"))
+    # by default: pycgpu-hook on PATH, else pycgpu on PATH, else this Python
+    for name in ("pycgpu", "pycgpu-hook"):
+        (tmp_path / name).write_text("#!/bin/sh\n")
+        (tmp_path / name).chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert oci.hook_command() == oci.HookCommand(str(tmp_path / "pycgpu-hook"), ("pycgpu-hook",))
+    (tmp_path / "pycgpu-hook").unlink()
+    assert oci.hook_command() == oci.HookCommand(str(tmp_path / "pycgpu"),
+                                                 ("pycgpu", "oci", "hook"))
+    (tmp_path / "pycgpu").unlink()
     found = oci.hook_command()
-    assert os.path.isabs(found.path)
-    assert found.args[-2:] == ("oci", "hook")
+    assert found.path == os.path.abspath(sys.executable)
+    assert found.args == ("python3", "-m", "pycgpu.runtime.hook")
 
 
 # patch: what is kept ---------------------------------------------------------------------

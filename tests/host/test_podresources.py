@@ -21,9 +21,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from test_cli_monitor import TRAIN, WEB, env  # noqa: F401  (the fixture)
 
 from pycgpu.k8s import podresources as pr
-from pycgpu.usage import exporter as exp
-from pycgpu.usage.kernel import KernelSource
-from pycgpu.usage.view import Monitor
+from pycgpu.monitoring import exporter as exp
+from pycgpu.monitoring.kernel import KernelSource
+from pycgpu.monitoring.view import Monitor
+from pycgpu.runtime import kubepods
 
 SHARE = "pycgpu.io/gpu-share"
 
@@ -66,7 +67,7 @@ def test_a_missing_socket_is_an_error(sockdir: Path) -> None:
 def test_the_exporter_labels_a_container_by_its_recorded_shares(
         env: dict[str, str], kubelet: FakePodResources) -> None:  # noqa: F811
     root = Path(env["PYCGPU_CGROUP_ROOT"])
-    pr.record_share_ids(root / TRAIN.lstrip("/"), ("renderD128-s0", "renderD128-s1"))
+    kubepods.record_share_ids(root / TRAIN.lstrip("/"), ("renderD128-s0", "renderD128-s1"))
     logs: list[str] = []
     labels = pr.Labels(kubelet.socket, root, logs.append)
     e = exp.Exporter(Monitor(KernelSource(root)), pod_labels=labels)
@@ -85,8 +86,8 @@ def test_the_exporter_labels_a_container_by_its_recorded_shares(
 def test_a_share_claimed_by_two_cgroups_names_neither(
         env: dict[str, str], kubelet: FakePodResources) -> None:  # noqa: F811
     root = Path(env["PYCGPU_CGROUP_ROOT"])
-    pr.record_share_ids(root / TRAIN.lstrip("/"), ("renderD128-s5",))
-    pr.record_share_ids(root / WEB.lstrip("/"), ("renderD128-s5",))
+    kubepods.record_share_ids(root / TRAIN.lstrip("/"), ("renderD128-s5",))
+    kubepods.record_share_ids(root / WEB.lstrip("/"), ("renderD128-s5",))
     e = exp.Exporter(Monitor(KernelSource(root)), pod_labels=pr.Labels(kubelet.socket, root))
     got = labels_of(e.scrape().decode())
     assert got[TRAIN]["pod"] != "front-1" and got[WEB]["pod"] != "front-1"
@@ -95,7 +96,7 @@ def test_a_share_claimed_by_two_cgroups_names_neither(
 def test_without_the_kubelet_the_labels_fall_back(env: dict[str, str],  # noqa: F811
                                                  sockdir: Path) -> None:
     root = Path(env["PYCGPU_CGROUP_ROOT"])
-    pr.record_share_ids(root / TRAIN.lstrip("/"), ("renderD128-s0",))
+    kubepods.record_share_ids(root / TRAIN.lstrip("/"), ("renderD128-s0",))
     logs: list[str] = []
     e = exp.Exporter(Monitor(KernelSource(root)),
                      pod_labels=pr.Labels(sockdir / "gone.sock", root, logs.append))
@@ -108,7 +109,7 @@ def test_without_the_kubelet_the_labels_fall_back(env: dict[str, str],  # noqa: 
 def test_exporter_command_with_the_socket(env: dict[str, str],  # noqa: F811
                                           kubelet: FakePodResources) -> None:
     root = Path(env["PYCGPU_CGROUP_ROOT"])
-    pr.record_share_ids(root / TRAIN.lstrip("/"), ("renderD128-s1",))
+    kubepods.record_share_ids(root / TRAIN.lstrip("/"), ("renderD128-s1",))
     p = subprocess.Popen([sys.executable, "-m", "pycgpu", "exporter", "--listen", "127.0.0.1:0",
                           "--pod-resources", str(kubelet.socket)],
                          env={**os.environ, **env}, stderr=subprocess.PIPE, text=True)

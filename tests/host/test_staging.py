@@ -44,7 +44,7 @@ def test_staged_modules_are_readable_by_all_and_enough(staged):
         assert stat.S_IMODE(os.stat(directory).st_mode) == 0o755
         for f in files:
             assert stat.S_IMODE(os.stat(os.path.join(directory, f)).st_mode) in (0o644, 0o755)
-    assert (dest / "pycgpu" / "knobs.py").is_file() and (dest / "drmtest.py").is_file()
+    assert (dest / "pycgpu" / "core" / "knobs.py").is_file() and (dest / "drmtest.py").is_file()
     # without site (no venv, no user site), only the staged copies can be imported
     code = "import pycgpu, drmtest, pycgpu.cli; print(pycgpu.__file__, drmtest.__file__)"
     r = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,

@@ -15,9 +15,9 @@ import pytest
 from rich.console import Console
 
 from pycgpu import __version__
-from pycgpu.formats import DevT
-from pycgpu.usage import DeviceUsage, Engine, GroupUsage, Sample, Source, frames, view
-from pycgpu.usage.view import Monitor, columns, stat_document, summary
+from pycgpu.core.formats import DevT
+from pycgpu.monitoring import DeviceUsage, Engine, GroupUsage, Sample, Source, frames, view
+from pycgpu.monitoring.view import Monitor, columns, stat_document, summary
 
 R128, R129 = DevT(226, 128), DevT(226, 129)
 SECOND = 1_000_000_000
@@ -346,8 +346,8 @@ K8S = ("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod"
 
 
 def exporter_of(sample: Sample, tmp_path, **kw):
-    from pycgpu.devices import Device
-    from pycgpu.usage.exporter import Exporter
+    from pycgpu.core.devices import Device
+    from pycgpu.monitoring.exporter import Exporter
 
     sysfs = tmp_path / "sys"
     vram = sysfs / "class" / "drm" / "renderD128" / "device" / "mem_info_vram_total"
@@ -455,7 +455,7 @@ def test_exporter_kernel_text(tmp_path):
 
 
 def exp_help(name: str) -> str:
-    from pycgpu.usage.exporter import FAMILIES
+    from pycgpu.monitoring.exporter import FAMILIES
 
     return FAMILIES[name].help
 
@@ -515,7 +515,7 @@ def test_exporter_counts_a_failed_scrape_and_keeps_serving(tmp_path):
 
 
 def test_exporter_label_values_are_escaped():
-    from pycgpu.usage.exporter import escape
+    from pycgpu.monitoring.exporter import escape
 
     assert escape('a\\b"c\nd') == 'a\\\\b\\"c\\nd'
     assert escape("caf\udce9") == "caf\ufffd"  # a cgroup name that is not UTF-8

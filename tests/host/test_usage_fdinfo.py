@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 from fakeproc import Clock, FakeProc, client, fake_devnum, fixture
 
-from pycgpu.formats import DevT, FormatError
-from pycgpu.usage import fdinfo as fdinfo_mod
-from pycgpu.usage import rates
-from pycgpu.usage.fdinfo import FdinfoSource, parse_fdinfo
+from pycgpu.core.formats import DevT, FormatError
+from pycgpu.monitoring import fdinfo as fdinfo_mod
+from pycgpu.monitoring import rates
+from pycgpu.monitoring.fdinfo import FdinfoSource, parse_fdinfo
 
 KiB, MiB = 1 << 10, 1 << 20
 SEC = 1_000_000_000

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from fakeproc import Clock
 
-from pycgpu.formats import DevT
-from pycgpu.usage import AUTO, FDINFO, KERNEL, gpu_enabled_below, open_source, rates
-from pycgpu.usage.kernel import KernelSource
+from pycgpu.core.formats import DevT
+from pycgpu.monitoring import AUTO, FDINFO, KERNEL, gpu_enabled_below, open_source, rates
+from pycgpu.monitoring.kernel import KernelSource
 
 I915, VGEM = DevT(226, 128), DevT(226, 129)
 
@@ -161,7 +161,7 @@ _VALID_TEXTS = [
 
 @pytest.mark.parametrize("texts", _VALID_TEXTS)
 def test_fast_and_general_parses_agree(texts):
-    from pycgpu.usage import kernel
+    from pycgpu.monitoring import kernel
 
     settings = kernel._settings(texts[2], texts[5], texts[6], texts[7])
     fast = kernel._parse_valid(texts, settings)
@@ -174,7 +174,7 @@ def test_fast_and_general_parses_agree(texts):
 
 
 def test_fast_path_refuses_what_the_general_parser_refuses():
-    from pycgpu.usage import kernel
+    from pycgpu.monitoring import kernel
 
     texts = ("226:128 usage_usec=5 wait_usec=1\n", "226:128 4096\n", "226:128 max\n",
              "226:128 ten\n", "226:128 max=0\n", "default 100\n", "0\n", "0\n")
@@ -188,7 +188,7 @@ def test_fast_path_refuses_what_the_general_parser_refuses():
 
 
 def test_settings_are_parsed_once_per_text():
-    from pycgpu.usage import kernel
+    from pycgpu.monitoring import kernel
 
     cache: dict = {}
     texts = list(_VALID_TEXTS[0])

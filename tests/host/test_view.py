@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from conftest import _node
 
 from pycgpu.cli import main
-from pycgpu.formats import DevT
+from pycgpu.core.formats import DevT
 
 # order -------------------------------------------------------------------------------------
 
@@ -53,7 +53,7 @@ def test_render_and_card_nodes_are_in_numeric_order(cli, fake_sysfs):
 
 
 def test_table_cells_are_text_not_markup():
-    from pycgpu.tables import plain, table
+    from pycgpu.monitoring.tables import plain, table
 
     text = plain(table(["NAME", "N"], [["[bold]x[/bold] :smile:", "1"], ["y", "10"]],
                        left={"NAME"}))
@@ -63,7 +63,8 @@ def test_table_cells_are_text_not_markup():
 
 
 def test_the_table_module_keeps_rich_lazy():
-    code = ("import sys, pycgpu.tables, pycgpu.commands.cmd_devices, pycgpu.commands.cmd_k8s; "
+    code = ("import sys, pycgpu.monitoring.tables, pycgpu.cli.commands.cmd_devices, "
+            "pycgpu.cli.commands.cmd_k8s; "
             "print('rich' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
@@ -76,8 +77,8 @@ def test_the_table_module_keeps_rich_lazy():
 def test_cgroup_mount_point_with_a_space(tmp_path, cli):
     """mountinfo writes a space as \\040: the tree is found at the real path,
     and `check` names it and quotes it in the fix it prints."""
-    from pycgpu.capabilities import Host, check
-    from pycgpu.cgroup import find_mount
+    from pycgpu.core.capabilities import Host, check
+    from pycgpu.core.cgroup import find_mount
 
     root = tmp_path / "my cgroup"
     root.mkdir()

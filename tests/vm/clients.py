@@ -13,8 +13,8 @@ from pathlib import Path
 
 from simgpu import ClientProcess, Load, SimGpu
 
-from pycgpu import formats
-from pycgpu.cgroup import Cgroup
+from pycgpu.core import formats
+from pycgpu.core.cgroup import Cgroup
 
 JOB_NS = 5_000_000  # 5 ms jobs
 TOLERANCE_PTS = 5.0

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from pycgpu.cgroup import Cgroup, find_mount
-from pycgpu.drm import driver_version
-from pycgpu.formats import DevT
+from pycgpu.core.cgroup import Cgroup, find_mount
+from pycgpu.core.drm import driver_version
+from pycgpu.core.formats import DevT
 
 if not os.environ.get("PYCGPU_IN_VM"):
     raise pytest.UsageError("the VM tier runs inside the test VM: use `make test-vm`")

@@ -1,4 +1,4 @@
-"""VM tier: the pycgpu CLI, pycgpu.devices and pycgpu.drm (with the buffer
+"""VM tier: the pycgpu CLI, pycgpu.core.devices and pycgpu.core.drm (with the buffer
 ioctls of tests/drmtest.py) against the real gpu controller and vgem (runs
 as root inside the VM).
 
@@ -26,13 +26,13 @@ import pytest
 from click.testing import CliRunner
 from drmtest import BufferNode
 
-from pycgpu import devices as devices_mod
-from pycgpu import drm, formats
-from pycgpu.cgroup import Cgroup, CgroupError
 from pycgpu.cli import main
-from pycgpu.devices import Device, discover, resolve
-from pycgpu.formats import DevT
-from pycgpu.schemas import CHECK_SCHEMA, DEVICES_SCHEMA, SHOW_SCHEMA
+from pycgpu.core import devices as devices_mod
+from pycgpu.core import drm, formats
+from pycgpu.core.cgroup import Cgroup, CgroupError
+from pycgpu.core.devices import Device, discover, resolve
+from pycgpu.core.formats import DevT
+from pycgpu.core.schemas import CHECK_SCHEMA, DEVICES_SCHEMA, SHOW_SCHEMA
 
 
 def run(mount: Path, *args: str, code: int = 0):
@@ -341,7 +341,7 @@ ALLOC = f"""
 import errno, sys
 sys.path.insert(0, {str(TESTS)!r})
 from drmtest import BufferNode
-from pycgpu import drm
+from pycgpu.core import drm
 with BufferNode(sys.argv[1]) as card:
     card.create_dumb(64, 64, 32)            # 16 KiB: fits
     try:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pycgpu.cgroup import Cgroup
-from pycgpu.formats import DevT
+from pycgpu.core.cgroup import Cgroup
+from pycgpu.core.formats import DevT
 
 
 def raw_write(cg: Cgroup, name: str, value: str) -> int:

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import staging
 
-from pycgpu import formats
-from pycgpu.cgroup import Cgroup
+from pycgpu.core import formats
+from pycgpu.core.cgroup import Cgroup
 
 NOBODY = 65534
 ROOT = Path(__file__).resolve().parents[2]

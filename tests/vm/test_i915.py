@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from pycgpu.cgroup import Cgroup
+from pycgpu.core.cgroup import Cgroup
 
 # i915's mock selftests that fail on the unmodified Debian tree of each base:
 # excluded from the run of the whole suite, and run on their own to prove

@@ -18,7 +18,7 @@ The containers sit where the kubelet (cgroupfs driver) puts them: a
 Burstable pod (``kubepods/burstable/pod<UID>/<ID>``, beside its sandbox,
 which uses no GPU) and a Guaranteed one (``kubepods/pod<UID>/<ID>``), so
 the weights meet at two levels: the hook gives the Burstable pod and its
-QoS slice the 300 below them (pycgpu.kubepods), and the Guaranteed pod
+QoS slice the 300 below them (pycgpu.runtime.kubepods), and the Guaranteed pod
 100; without that, the slice and the pod would compete at 100 each.
 """
 
@@ -38,9 +38,9 @@ import pytest
 from clients import assert_shares, devt, measure_shares
 from test_runtimes import TESTS_ON_PATH, TIMEOUT, Running, host_python_mounts
 
-from pycgpu import cdi, oci
-from pycgpu.cgroup import Cgroup
-from pycgpu.devices import discover
+from pycgpu.core.cgroup import Cgroup
+from pycgpu.core.devices import discover
+from pycgpu.runtime import cdi, oci
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "host"))

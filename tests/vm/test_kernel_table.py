@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 from kernel_model import table_state, value
 
-from pycgpu.cgroup import Cgroup
+from pycgpu.core.cgroup import Cgroup
 
 TABLE = Path(__file__).parent.parent / "host" / "fixtures" / "kernel_writes.json"
 FILES = ("gpu.weight", "gpu.priority", "gpu.memory.max")

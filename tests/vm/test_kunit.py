@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from pycgpu.cgroup import Cgroup
+from pycgpu.core.cgroup import Cgroup
 
 pytestmark = pytest.mark.kunit
 

@@ -13,8 +13,8 @@ import time
 import pytest
 from workers import PAGE, Worker
 
-from pycgpu import formats
-from pycgpu.cgroup import Cgroup
+from pycgpu.core import formats
+from pycgpu.core.cgroup import Cgroup
 
 MB = 1 << 20
 

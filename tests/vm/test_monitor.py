@@ -35,9 +35,9 @@ from pathlib import Path
 import pytest
 from simgpu import Load, SimGpu
 
-from pycgpu.cgroup import Cgroup
-from pycgpu.formats import DevT
-from pycgpu.usage.fdinfo import parse_fdinfo
+from pycgpu.core.cgroup import Cgroup
+from pycgpu.core.formats import DevT
+from pycgpu.monitoring.fdinfo import parse_fdinfo
 
 PYCGPU = [sys.executable, "-m", "pycgpu"]
 # on the debug kernel (KASAN, kmemleak; make test-debug) under TCG a saturating

@@ -27,7 +27,7 @@ from test_runtimes import (
     recipe_vars,
 )
 
-from pycgpu.cgroup import Cgroup
+from pycgpu.core.cgroup import Cgroup
 
 PODMAN = shutil.which("podman")
 pytestmark = pytest.mark.skipif(PODMAN is None, reason="podman is not installed "

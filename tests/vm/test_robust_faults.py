@@ -18,8 +18,8 @@ import pytest
 from clients import JOB_NS, devt, usage_us
 from simgpu import SimGpu
 
-from pycgpu import formats
-from pycgpu.cgroup import Cgroup
+from pycgpu.core import formats
+from pycgpu.core.cgroup import Cgroup
 
 pytestmark = pytest.mark.debug
 

@@ -23,7 +23,7 @@ from clients import proc_state
 from drmtest import BufferNode
 from simgpu import SimGpu, render_nodes
 
-from pycgpu import formats
+from pycgpu.core import formats
 
 pytestmark = pytest.mark.debug
 

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from pycgpu import formats
-from pycgpu.cgroup import Cgroup
+from pycgpu.core import formats
+from pycgpu.core.cgroup import Cgroup
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "runtimes.md"
@@ -312,8 +312,10 @@ def test_hook_applies_annotations(shell, runtime, mount, gpu, other_node):
               f"--cgroups-path /$PARENT/ctr --no-terminal -- sh -c 'echo ready; read line'")
     config = json.loads((shell.workdir / "bundle" / "config.json").read_text())
     # --priority: the hook entry allows it (the node's default allow-list does not)
-    assert config["hooks"]["createRuntime"][0]["args"] == [
-        "pycgpu", "oci", "hook", "--allow", "pycgpu.io/gpu.priority"]
+    # pycgpu-hook where the install has it (pip installs it beside pycgpu), else pycgpu oci hook
+    assert config["hooks"]["createRuntime"][0]["args"] in (
+        ["pycgpu-hook", "--allow", "pycgpu.io/gpu.priority"],
+        ["pycgpu", "oci", "hook", "--allow", "pycgpu.io/gpu.priority"])
     assert "unified" not in config["linux"]["resources"]
     ctr = shell.start(blocks[f"{runtime}:run"])
     try:

@@ -14,8 +14,8 @@ import pytest
 from clients import JOB_NS, assert_shares, devt, loads, measure_shares, usage_us
 from simgpu import Load, SimGpu
 
-from pycgpu import formats
-from pycgpu.cgroup import Cgroup
+from pycgpu.core import formats
+from pycgpu.core.cgroup import Cgroup
 
 
 @pytest.fixture

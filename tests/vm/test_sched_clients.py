@@ -30,8 +30,8 @@ from clients import (
 )
 from simgpu import Load, SimGpu, render_nodes
 
-from pycgpu import formats
-from pycgpu.cgroup import Cgroup
+from pycgpu.core import formats
+from pycgpu.core.cgroup import Cgroup
 
 
 @pytest.fixture

@@ -15,12 +15,14 @@ import importlib
 from dataclasses import dataclass
 from types import ModuleType
 
+from ...core.errors import Error
+
 DEVICE_PLUGIN = "deviceplugin_v1beta1"
 POD_RESOURCES = "podresources_v1"
 EXTRA = "pip install 'pycgpu[k8s]'"
 
 
-class ApiUnavailable(RuntimeError):
+class ApiUnavailable(Error, RuntimeError):
     """grpcio/protobuf are not installed, or the package was built without
     its generated stubs."""
 

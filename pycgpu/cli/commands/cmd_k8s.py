@@ -1,0 +1,247 @@
+"""``pycgpu k8s device-plugin`` and ``pycgpu k8s inventory``: GPU shares for
+Kubernetes (:mod:`pycgpu.k8s`). grpc is imported by device-plugin only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypedDict
+
+import click
+
+from .common import BadValue, Refused, State, pass_state
+
+if TYPE_CHECKING:
+    from ...k8s.shares import Config
+
+PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
+
+
+class InventoryRow(TypedDict):
+    """One GPU of ``pycgpu k8s inventory --json``."""
+
+    device: str
+    devt: str
+    shares: int
+    ids: list[str]
+    weight_per_share: int
+    memory_bytes: int | None
+    memory_from: str | None
+    memory_per_share_bytes: int | None
+
+
+SHARES_EPILOG = """
+\b
+What a container with k shares of a GPU split in N gets (Allocate):
+  cdi_devices   pycgpu.io/gpu=renderD128   (node, allow rule, createRuntime hook)
+  annotations   pycgpu.io/gpu.weight: renderD128=W      W = k x weight-per-share
+                pycgpu.io/gpu.memory.max: renderD128=M  M = memory size x k / N
+The memory size: --device-memory DEV=SIZE, else what the driver reports in sysfs
+(amdgpu), else --device-memory SIZE; without any, no memory limit.
+"""
+
+
+def share_options(f: Any) -> Any:
+    f = click.option("--device", "only", multiple=True, metavar="DEV",
+                     help="Only this render node (default: every one). Repeatable.")(f)
+    f = click.option("--device-memory", "memory", multiple=True, metavar="[DEV=]SIZE",
+                     help="GPU memory size to divide: SIZE for GPUs whose size is unknown, "
+                          "DEV=SIZE for one GPU (K/M/G suffixes). Repeatable.")(f)
+    f = click.option("--weight-per-share", type=int, default=100, show_default=True,
+                     metavar="W", help="gpu.weight of one share.")(f)
+    f = click.option("--shares", "shares", multiple=True, metavar="[DEV=]N",
+                     help="Shares per GPU, N in [1, 100] (default 10); DEV=N for one GPU. "
+                          "Repeatable.")(f)
+    return f
+
+
+def make_config(shares: tuple[str, ...], weight_per_share: int, memory: tuple[str, ...],
+                only: tuple[str, ...]) -> tuple[Config, list[str]]:
+    from ...k8s.shares import Names, ShareError, parse_config
+
+    try:
+        return parse_config(shares, weight_per_share, memory, only,
+                            Names("--shares", "--weight-per-share", "--device-memory",
+                                  "--device"))
+    except ShareError as e:
+        raise BadValue(str(e)) from None
+
+
+@click.group("k8s", short_help="Kubernetes: a device plugin that sells GPU shares.")
+def k8s() -> None:
+    """Kubernetes: a kubelet device plugin that advertises each GPU as
+    shares (pycgpu.io/gpu-share) enforced by the gpu controller: a
+    container's shares become its gpu.weight and gpu.memory.max, applied by
+    the createRuntime hook of pycgpu's CDI spec. See docs/kubernetes.md.
+
+    \b
+    Examples:
+      pycgpu k8s inventory
+      pycgpu k8s device-plugin --shares 10 --device-memory 8G
+    """
+
+
+@k8s.command("inventory", short_help="The shares the device plugin would advertise.",
+             epilog=SHARES_EPILOG)
+@share_options
+@click.option("--json", "as_json", is_flag=True, help="One JSON document.")
+@pass_state
+def inventory(state: State, shares: tuple[str, ...], weight_per_share: int,
+              memory: tuple[str, ...], only: tuple[str, ...], as_json: bool) -> None:
+    """Show, for each render node, the shares the device plugin would
+    advertise with these options, and what one share gets.
+
+    Exit codes: 0 shown; 2 a bad default (a per-device entry that is wrong
+    is a warning, as in the plugin).
+
+    \b
+    Examples:
+      pycgpu k8s inventory
+      pycgpu k8s inventory --shares 4 --device-memory renderD128=16G --json
+    """
+    import json
+
+    from ...core import formats
+    from ...k8s import shares as sh
+
+    config, warnings = make_config(shares, weight_per_share, memory, only)
+    inv = sh.build(state.devices(), config, state.sysfs_root)
+    warnings += inv.warnings
+    for w in warnings:
+        click.echo(f"pycgpu k8s: {w}", err=True)
+    rows: list[InventoryRow] = [
+        {"device": g.name, "devt": str(g.device.devt), "shares": g.shares,
+         "ids": [g.ids()[0], g.ids()[-1]] if g.shares > 1 else g.ids(),
+         "weight_per_share": g.weight(1, config.weight_per_share),
+         "memory_bytes": g.memory, "memory_from": g.memory_from or None,
+         "memory_per_share_bytes": g.memory_max(1)} for g in inv.gpus.values()]
+    if as_json:
+        click.echo(json.dumps({"resource": sh.RESOURCE, "gpus": rows,
+                               "warnings": warnings}, indent=2))
+        return
+    if not rows:
+        click.echo("no GPUs to advertise (see pycgpu devices)")
+        return
+    from ...monitoring.tables import echo, table
+
+    cells = []
+    for r in rows:
+        per = r["memory_per_share_bytes"]
+        mem = (f"{formats.format_size_human(per)} of {formats.format_size_human(r['memory_bytes'])}"
+               f" ({r['memory_from']})" if per is not None else "no limit")
+        cells.append([r["device"], str(r["shares"]), " .. ".join(r["ids"]),
+                      str(r["weight_per_share"]), mem])
+    echo(table(["DEVICE", "SHARES", "IDS", "WEIGHT/SHARE", "MEMORY/SHARE"], cells,
+               left={"DEVICE", "IDS", "MEMORY/SHARE"}))
+
+
+@k8s.command("device-plugin", short_help="Serve the kubelet device plugin API.",
+             epilog=SHARES_EPILOG)
+@share_options
+@click.option("--plugin-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=PLUGIN_DIR, show_default=True,
+              help="The kubelet's device-plugins directory: the plugin's socket goes here.")
+@click.option("--kubelet-socket", type=click.Path(dir_okay=False, path_type=Path),
+              help="The kubelet's Registration socket (default: PLUGIN_DIR/kubelet.sock).")
+@click.option("--endpoint", default="pycgpu-gpu-share.sock", show_default=True,
+              help="The plugin's socket name in PLUGIN_DIR.")
+@click.option("--resource-name", default="pycgpu.io/gpu-share", show_default=True,
+              help="The extended resource pods ask for.")
+@click.option("--watch", type=click.Choice(["auto", "udev", "poll"]), default="auto",
+              show_default=True,
+              help="How render nodes that come and go are noticed: udev events (auto: "
+                   "when sysfs is /sys), or polling sysfs.")
+@click.option("--poll-interval", type=click.FloatRange(min=0.05), default=5.0,
+              show_default=True, metavar="SECONDS",
+              help="Rediscover render nodes this often (with udev: a safety net, 30s).")
+@click.option("--cdi-spec", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="Write the CDI spec of the advertised GPUs here (e.g. "
+                   "/etc/cdi/pycgpu.json), at start and whenever GPUs come or go.")
+@click.option("--cdi-hook-path", metavar="FILE", default="/opt/pycgpu/bin/pycgpu-hook",
+              show_default=True,
+              help="The program on the host that the spec's createRuntime hook runs: "
+                   "pycgpu-hook (or the pycgpu script, as pycgpu oci hook).")
+@click.option("--check-interval", type=click.FloatRange(min=0.05), default=2.0,
+              show_default=True, metavar="SECONDS",
+              help="Check the sockets this often (kubelet restarts: serve and register "
+                   "again).")
+@pass_state
+def device_plugin(state: State, shares: tuple[str, ...], weight_per_share: int,
+                  memory: tuple[str, ...], only: tuple[str, ...], plugin_dir: Path,
+                  kubelet_socket: Path | None, endpoint: str, resource_name: str, watch: str,
+                  poll_interval: float, cdi_spec: Path | None, cdi_hook_path: str,
+                  check_interval: float) -> None:
+    """Serve the kubelet device plugin API (v1beta1) on
+    PLUGIN_DIR/ENDPOINT, register with the kubelet, and advertise each GPU
+    (render node) as N shares of the extended resource pycgpu.io/gpu-share
+    (device IDs renderD128-s0 .. renderD128-s9). The list follows render
+    nodes that come and go. GetPreferredAllocation packs a container's
+    shares on one GPU. Allocate answers with the CDI device and the
+    pycgpu.io/gpu.* annotations that the hook of
+    `pycgpu cdi generate --hook` applies: the CDI spec must be in /etc/cdi
+    on the node (--cdi-spec writes it, and writes it again, atomically, when
+    GPUs come or go), and the runtime must pass the annotations
+    (docs/kubernetes.md).
+
+    A wrong per-device entry or a missing device is logged on one line and
+    left out; the kubelet's socket missing or refusing is logged and retried.
+    When the kubelet restarts (it recreates its socket and deletes the
+    plugin's), the plugin serves and registers again. Runs until SIGTERM
+    or Ctrl-C; logs go to stderr.
+
+    Exit codes: 0 stopped; 1 the plugin's socket cannot be created or
+    grpcio/protobuf are missing (pip install 'pycgpu[k8s]'); 2 a bad default
+    option value.
+
+    \b
+    Examples:
+      pycgpu k8s device-plugin
+      pycgpu k8s device-plugin --shares 4 --shares renderD129=8 --device-memory 8G
+      pycgpu k8s device-plugin --cdi-spec /etc/cdi/pycgpu.json
+      pycgpu k8s device-plugin --plugin-dir /tmp/dp --watch poll --poll-interval 1
+    \b
+    A pod asking for 3 shares:
+      resources: {limits: {pycgpu.io/gpu-share: 3}}
+    """
+    import signal
+    import threading
+
+    config, warnings = make_config(shares, weight_per_share, memory, only)
+
+    def log(message: str) -> None:
+        click.echo(f"pycgpu k8s device-plugin: {message}", err=True)
+
+    for w in warnings:
+        log(w)
+    from ...k8s.api import EXTRA, ApiUnavailable
+    from ...k8s.sources import PollSource, UdevSource
+    from ...runtime.oci import hook_command
+
+    try:
+        from ...k8s.plugin import DevicePlugin, PluginError
+    except ImportError as e:
+        raise Refused(f"the device plugin needs grpcio and protobuf ({e}; fix: "
+                      f"{EXTRA})") from None
+    source: Any
+    use_udev = watch == "udev" or (watch == "auto" and state.sysfs_root == Path("/sys")
+                                   and state.dev_root == Path("/dev"))
+    if use_udev:
+        source = UdevSource(log, interval=max(poll_interval, 30.0))
+    else:
+        source = PollSource(state.sysfs_root, state.dev_root, poll_interval)
+    try:
+        plugin = DevicePlugin(config, source, log=log, plugin_dir=plugin_dir,
+                              kubelet_socket=kubelet_socket, endpoint=endpoint,
+                              resource_name=resource_name, sysfs_root=state.sysfs_root,
+                              check_interval=check_interval, cdi_spec=cdi_spec,
+                              cdi_hook=hook_command(cdi_hook_path) if cdi_spec else None)
+    except (PluginError, ApiUnavailable) as e:
+        raise Refused(str(e)) from None
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    log(f"serving {plugin.socket}")
+    try:
+        plugin.run(stop)
+    except PluginError as e:
+        raise Refused(str(e)) from None
+    log("stopped")

@@ -1,0 +1,110 @@
+"""``pycgpu show``: the gpu.* files of a group (or subtree), as text or as
+the ``pycgpu.show/v1`` JSON document (:mod:`pycgpu.core.schemas`)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import click
+
+from ...core.formats import DevT
+from .common import BadValue, State, complete_path, pass_state, translated
+
+
+def _labels(names: Mapping[DevT, str]) -> Callable[[str], str]:
+    """A device key of a show/v1 item (``226:128``) as text output names
+    it: ``renderD128 (226:128)``."""
+    from ...core.devices import label
+
+    return lambda key: label(DevT.parse(key), names)
+
+
+def _devices(d: dict[str, Any], dev: Callable[[str], str], fmt: Any = str) -> str:
+    return ", ".join(f"{dev(key)} {fmt(v)}" for key, v in d.items()) or "-"
+
+
+def _counters(d: dict[str, dict[str, int]], dev: Callable[[str], str]) -> str:
+    return "; ".join(
+        f"{dev(key)} " + " ".join(f"{k}={v}" for k, v in keys.items()) for key, keys in d.items()
+    ) or "-"
+
+
+def render(item: dict[str, Any], names: Mapping[DevT, str] | None = None) -> list[str]:
+    """The text lines of one show/v1 item; @names (render node names by
+    device number) name the devices, MAJ:MIN beside."""
+    from ...core.formats import format_size_human
+
+    dev = _labels(names or {})
+    totals = item["path"] == "/" and ("stat" in item or "memory" in item)
+    if not item["gpu_enabled"] and not totals:
+        note = "root: no gpu.* files" if item["path"] == "/" else "gpu not enabled"
+        return [f"{item['path']}  ({note})"]
+    # the root has the devices' totals only (gpu.stat, gpu.memory.current)
+    lines = [f"{item['path']}  (device totals)" if totals else item["path"]]
+
+    def add(label: str, text: str) -> None:
+        lines.append(f"  {label:<21}{text}")
+
+    if "weight" in item:
+        w = item["weight"]
+        overrides = _devices(w["devices"], dev) if w["devices"] else ""
+        add("weight", f"default {w['default']}" + (f", {overrides}" if overrides else ""))
+    if "priority" in item:
+        eff = item.get("priority_effective")
+        note = "" if eff is None else f" (effective {eff}"
+        if item.get("priority_capped_by"):
+            note += f", capped by {item['priority_capped_by']}"
+        add("priority", f"{item['priority']}" + (note + ")" if note else ""))
+    memory = item.get("memory", {})
+    for key in ("max", "current", "peak"):
+        if key in memory:
+            add(f"memory.{key}", _devices(memory[key], dev, format_size_human))
+    for key, label in (("events", "memory.events"), ("events_local", "memory.events.local")):
+        if key in memory:
+            add(label, _counters(memory[key], dev))
+    if "stat" in item:
+        add("stat", _counters(item["stat"], dev))
+    return lines
+
+
+@click.command("show", short_help="Show gpu.* knobs and counters of a group (or subtree).")
+@click.argument("path", default="/", required=False, shell_complete=complete_path)
+@click.option("--recursive", "-r", is_flag=True, help="Show the descendants too.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the pycgpu.show/v1 JSON document (its schema: pycgpu schema show).")
+@pass_state
+def show(state: State, path: str, recursive: bool, as_json: bool) -> None:
+    """Show the gpu.* knobs and counters of the cgroup PATH (default: the root).
+
+    Files this kernel does not have (gpu.memory.* before the memory support,
+    for example) are left out. Devices are named by their render node with
+    MAJ:MIN beside, renderD128 (226:128); sizes are shown as 512M/1536M
+    where exact, else rounded to one decimal (976.6K). The JSON has numbers
+    (bytes, microseconds), null for max, and devices keyed MAJ:MIN.
+
+    \b
+    Examples:
+      pycgpu show ai/train
+      pycgpu show -r ai
+      pycgpu show -r --json / | jq '.cgroups[] | {path, priority_effective}'
+    """
+    from ...core import snapshot
+
+    cg = state.cgroup(path)
+    if not cg.exists():
+        raise BadValue(f"cgroup {cg.name} does not exist")
+    with translated(path):
+        items = list(snapshot.walk(state.mount, cg.name, recursive))
+        snapshot.add_capped_by(state.mount, items)
+    if as_json:
+        import json
+
+        # indented for people; compact (C encoder, several times faster) for pipes
+        indent = 2 if sys.stdout.isatty() else None
+        click.echo(json.dumps(snapshot.document(state.mount, items), indent=indent))
+        return
+    names = state.device_names()
+    for item in items:
+        click.echo("\n".join(render(item, names)))

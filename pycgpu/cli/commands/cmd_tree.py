@@ -1,0 +1,194 @@
+"""``pycgpu create``, ``pycgpu set`` and ``pycgpu rm``: the commands that
+change the cgroup tree. Values are validated before anything is written, and
+create/set apply all their knobs or none (:mod:`pycgpu.core.knobs`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from ...core.cgroup import Cgroup
+from .common import (
+    BadValue,
+    Refused,
+    State,
+    advised,
+    complete_dev_value,
+    complete_path,
+    pass_state,
+    settings_from_options,
+    translated,
+)
+
+if TYPE_CHECKING:
+    from ...core.knobs import Plan
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+KNOBS_HELP = """
+\b
+Knobs (each may be combined; DEV is renderD128, /dev/dri/renderD128, card0,
+a PCI address like 0000:00:02.0 or 00:02.0, or MAJ:MIN like 226:128):
+  --weight W            default share of GPU time, 1..10000 (default 100)
+  --weight DEV=W        the share on one device; DEV=default drops the override
+  --priority N          -1023..1023; the effective priority is capped by the
+                        ancestors' (--raise-ancestors lifts them)
+  --memory-max DEV=SIZE GPU memory limit on DEV: bytes, 512K, 512M, 2G, 1T, or max
+"""
+
+
+def raise_option(f: F) -> F:
+    return click.option(
+        "--raise-ancestors", is_flag=True,
+        help="With --priority N: also raise every ancestor whose gpu.priority is below N "
+             "to N (their cap on the effective priority), in the same all-or-none step.")(f)
+
+
+def knob_options(f: F) -> F:
+    f = click.option("--dry-run", is_flag=True,
+                     help="Validate, print what would be written, write nothing.")(f)
+    f = click.option("--memory-max", "memory_max", multiple=True, metavar="DEV=SIZE",
+                     shell_complete=complete_dev_value,
+                     help="GPU memory limit on DEV (512M, 2G, max). Repeatable.")(f)
+    f = click.option("--priority", metavar="N", help="Priority, -1023..1023.")(f)
+    f = click.option("--weight", "weights", multiple=True, metavar="[DEV=]W",
+                     shell_complete=complete_dev_value,
+                     help="GPU time weight 1..10000, for all devices or DEV=W for one. "
+                          "Repeatable.")(f)
+    return f
+
+
+def _plan_and_run(state: State, path: str, dry_run: bool, make_plan: Callable[[], Plan]) -> None:
+    """Plan and apply under the tree's lock (:func:`pycgpu.core.locks.tree_lock`),
+    so that no other pycgpu process changes the groups in between; a dry run
+    only plans, without waiting for the lock."""
+    from contextlib import nullcontext
+
+    from ...core import knobs, locks
+
+    with translated(path), nullcontext() if dry_run else locks.tree_lock(state.mount):
+        plan = make_plan()
+        if not dry_run:
+            knobs.apply(plan)
+    if dry_run:
+        for step in plan.steps():
+            click.echo(f"would {step}")
+    for warning in plan.warnings:  # once the change is done (or would be)
+        click.echo(f"warning: {advised(warning)}", err=True)
+
+
+@click.command("create", short_help="Create a group, enable gpu along its path, set knobs.",
+               epilog=KNOBS_HELP)
+@click.argument("path", shell_complete=complete_path)
+@knob_options
+@click.option("--exist-ok", is_flag=True,
+              help="Succeed if PATH exists: still enable gpu along the path and set the knobs.")
+@raise_option
+@pass_state
+def create(state: State, path: str, weights: tuple[str, ...], priority: str | None,
+           memory_max: tuple[str, ...], dry_run: bool, exist_ok: bool,
+           raise_ancestors: bool) -> None:
+    """Create the cgroup PATH with its missing parents, enable the gpu
+    controller along the path, and set the knobs given.
+
+    PATH is relative to the cgroup root (a leading / is optional; an absolute
+    path under the root works too). If the kernel refuses a value, the
+    groups created are removed again and nothing is left behind.
+
+    \b
+    Examples:
+      pycgpu create ai/train --weight 300
+      pycgpu create ai/infer --priority 100 --memory-max renderD128=2G
+      pycgpu create ai/batch --weight 50 --weight 0000:03:00.0=10 --dry-run
+      pycgpu create system.slice/app.scope --exist-ok --priority -10
+    """
+    from ...core import knobs
+
+    cg = state.cgroup(path)
+    settings = settings_from_options(state, weights, priority, memory_max)
+    _plan_and_run(state, path, dry_run, lambda: knobs.plan_create(
+        cg, settings, exist_ok=exist_ok, raise_ancestors=raise_ancestors))
+
+
+@click.command("set", short_help="Change knobs of a group, all or none.",
+               epilog=KNOBS_HELP)
+@click.argument("path", shell_complete=complete_path)
+@knob_options
+@raise_option
+@pass_state
+def set_(state: State, path: str, weights: tuple[str, ...], priority: str | None,
+         memory_max: tuple[str, ...], dry_run: bool, raise_ancestors: bool) -> None:
+    """Change knobs of the existing cgroup PATH: all of them or, if the
+    kernel refuses one, none (the ones already written are restored).
+
+    The effective priority is capped by every ancestor's gpu.priority (the
+    default 0 included): set warns, naming the ancestor, when the priority
+    asked for will not take effect; --raise-ancestors lifts those ancestors
+    to it in the same all-or-none step.
+
+    \b
+    Examples:
+      pycgpu set ai/train --weight 500
+      pycgpu set ai/train --weight renderD128=800 --weight card1=default
+      pycgpu set ai/infer --priority 200 --memory-max 226:128=max
+      pycgpu set ai/infer --memory-max renderD128=512M --dry-run
+      pycgpu set ai/infer --priority 500 --raise-ancestors
+    """
+    from ...core import knobs
+
+    cg = state.cgroup(path)
+    settings = settings_from_options(state, weights, priority, memory_max)
+    _plan_and_run(state, path, dry_run, lambda: knobs.plan_set(
+        cg, settings, raise_ancestors=raise_ancestors))
+
+
+@click.command("rm", short_help="Remove a group (--recursive: with descendants).")
+@click.argument("path", shell_complete=complete_path)
+@click.option("--recursive", "-r", is_flag=True, help="Remove the child groups too.")
+@click.option("--dry-run", is_flag=True, help="Print what would be removed, remove nothing.")
+@pass_state
+def rm(state: State, path: str, recursive: bool, dry_run: bool) -> None:
+    """Remove the cgroup PATH (with --recursive, its descendants first).
+
+    Groups that still have processes are not removed: move the processes
+    out first. GPU buffers charged to a removed group keep it alive
+    (invisibly) until they are freed.
+
+    \b
+    Examples:
+      pycgpu rm ai/train
+      pycgpu rm -r ai --dry-run
+    """
+    cg = state.cgroup(path)
+    if cg.is_root:
+        raise BadValue("the root cgroup cannot be removed: name a child group")
+    if not cg.exists():
+        raise BadValue(f"cgroup {cg.name} does not exist")
+    with translated(path):
+        order = _post_order(cg)
+        if len(order) > 1 and not recursive:
+            children = ", ".join(c.name for c in cg.children())
+            raise BadValue(f"cgroup {cg.name} has child groups ({children}): "
+                           "remove them first or pass --recursive")
+        busy = [(g, g.procs()) for g in order]
+        busy = [(g, p) for g, p in busy if p]
+        if busy:
+            g, pids = busy[0]
+            shown = " ".join(map(str, pids[:5])) + (" ..." if len(pids) > 5 else "")
+            raise Refused(f"cgroup {g.name} still has processes ({shown}): move them out "
+                          f"first, e.g. echo PID > {state.mount / 'cgroup.procs'}")
+        for g in order:
+            if dry_run:
+                click.echo(f"would rmdir {g.path}")
+            else:
+                g.remove()
+
+
+def _post_order(cg: Cgroup) -> list[Cgroup]:
+    out: list[Cgroup] = []
+    for child in cg.children():
+        out += _post_order(child)
+    out.append(cg)
+    return out

@@ -1,0 +1,308 @@
+"""What this host lacks for the gpu controller, and the exact fix for each.
+
+:func:`check` returns one :class:`Finding` per question:
+
+==============  ===================================================================
+id              question
+==============  ===================================================================
+``cgroup2``     is a cgroup2 tree mounted, and is this a pure v2 host (not v1/hybrid)?
+``gpu``         is ``gpu`` in the root's ``cgroup.controllers`` (else: kernel without
+                CONFIG_CGROUP_GPU, or ``cgroup_disable=gpu``)?
+``path``        is ``gpu`` enabled in ``cgroup.subtree_control`` down to a given path?
+``systemd``     does systemd manage the tree? It does not enable controllers it does
+                not know, so its slices and scopes lack ``gpu`` until it is enabled
+``dmem``        is the upstream ``dmem`` controller (Linux 6.14+) present? (information)
+==============  ===================================================================
+
+A finding's status is ``ok``, ``problem`` (with a ``fix``: a command to run)
+or ``info``. The fixes fit the host: systemd's kernel parameter and steps
+only where systemd booted the host (``/run/systemd/system``, as
+sd_booted(3) tests), a GRUB edit only where ``/etc/default/grub`` exists
+(else the kernel command line of whatever boot loader there is), and
+``make kernel`` only in a checkout of pycgpu's repository (else: build a
+kernel with the patch series from it). All paths are injectable so tests
+run on fake trees and fake hosts.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+OK, PROBLEM, INFO = "ok", "problem", "info"
+CONTROLLER = "gpu"
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str
+    status: str
+    message: str
+    fix: str | None = None
+
+
+# the patch series next to the package in a checkout of pycgpu's repository
+# (absent from an installed wheel)
+CHECKOUT_SERIES = Path(__file__).resolve().parent.parent / "kernel" / "drivers-gpu-cgroup"
+
+
+@dataclass(frozen=True)
+class Host:
+    """Where to look: the real /proc by default; ``cgroup_root`` set means a
+    tree given by the user (``--cgroup-root``), used without the mount table.
+    ``systemd_run`` exists when systemd booted the host, ``grub_default``
+    when GRUB is its boot loader, ``checkout_series`` when pycgpu runs from
+    a checkout of its repository (``make kernel`` is there)."""
+
+    cgroup_root: Path | None = None
+    mountinfo: Path = Path("/proc/self/mountinfo")
+    proc_cgroups: Path = Path("/proc/cgroups")
+    pid1_comm: Path = Path("/proc/1/comm")
+    systemd_run: Path = Path("/run/systemd/system")
+    grub_default: Path = Path("/etc/default/grub")
+    checkout_series: Path = CHECKOUT_SERIES
+
+    @property
+    def systemd_booted(self) -> bool:
+        return self.systemd_run.is_dir()
+
+    @property
+    def grub(self) -> bool:
+        return self.grub_default.is_file()
+
+    @property
+    def checkout(self) -> bool:
+        return self.checkout_series.is_dir()
+
+
+@dataclass
+class Report:
+    findings: list[Finding] = field(default_factory=list)
+    cgroup_root: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return all(f.status != PROBLEM for f in self.findings)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_bytes().decode(errors="surrogateescape")
+    except OSError:
+        return None
+
+
+def _words(path: Path) -> set[str] | None:
+    text = _read(path)
+    return None if text is None else set(text.split())
+
+
+def _mounts(mountinfo: Path) -> list[tuple[str, str, str]]:
+    """(mount point, fstype, super options) of every mount."""
+    from .mountinfo import parse
+
+    return [(m.mount_point, m.fstype, m.super_options) for m in parse(_read(mountinfo) or "")]
+
+
+def _echo_gpu(files: list[Path]) -> str:
+    """One command that enables gpu in @files, outermost first."""
+    inner = " && ".join(f"echo +gpu > {shlex.quote(str(f))}" for f in files)
+    return f"sudo sh -c {shlex.quote(inner)}"
+
+
+def _add_to_cmdline(host: Host, arg: str) -> str:
+    """The fix that adds @arg to the kernel command line: GRUB's file where
+    the host has one, else the boot loader's configuration."""
+    if not host.grub:
+        return f"add {arg} to the kernel command line of your boot loader and reboot"
+    grub = shlex.quote(str(host.grub_default))
+    return (f"add {arg} to the kernel command line and reboot, e.g. "
+            f"sudo sed -i 's/^GRUB_CMDLINE_LINUX=\"/&{arg} /' {grub} "
+            "&& sudo update-grub && sudo reboot")
+
+
+def _remove_from_cmdline(host: Host, arg: str) -> str:
+    if not host.grub:
+        return f"remove {arg} from the kernel command line of your boot loader and reboot"
+    return (f"remove {arg} from GRUB_CMDLINE_LINUX in {host.grub_default}, "
+            "then sudo update-grub && sudo reboot")
+
+
+def _unified_fix(host: Host) -> str:
+    """Make a v1/hybrid host pure v2: systemd's parameter where systemd
+    booted it, else the kernel's own (v1 hierarchies get no controller)."""
+    if host.systemd_booted:
+        return _add_to_cmdline(host, "systemd.unified_cgroup_hierarchy=1")
+    return ("have the init system mount cgroup2 only, at /sys/fs/cgroup (OpenRC: "
+            "rc_cgroup_mode=\"unified\" in /etc/rc.conf), and "
+            + _add_to_cmdline(host, "cgroup_no_v1=all"))
+
+
+def _kernel_fix(host: Host) -> str:
+    """Get a kernel with the controller: ``make kernel`` in a checkout,
+    the patch series from the repository otherwise (a pip install)."""
+    if host.checkout:
+        return ("boot a kernel built with the pycgpu patch series (CONFIG_CGROUP_GPU=y): "
+                "make kernel, see README")
+    return ("boot a kernel built with the pycgpu patch series (CONFIG_CGROUP_GPU=y): take the "
+            "series from kernel/drivers-gpu-cgroup/ of pycgpu's source repository (its README "
+            "tells how to apply it to Linux 6.12) and build the kernel with it")
+
+
+def _check_mount(host: Host, report: Report) -> Path | None:
+    if host.cgroup_root is not None:
+        root = host.cgroup_root
+        if (root / "cgroup.controllers").is_file():
+            report.findings.append(Finding("cgroup2", OK, f"cgroup2 tree at {root} (given)"))
+            return root
+        report.findings.append(Finding(
+            "cgroup2", PROBLEM, f"{root} is not a cgroup2 mount (no cgroup.controllers)",
+            "give the cgroup2 mount point: --cgroup-root /sys/fs/cgroup",
+        ))
+        return None
+    mounts = _mounts(host.mountinfo)
+    v2 = [m for m, fs, _ in mounts if fs == "cgroup2"]
+    v1 = [(m, opts) for m, fs, opts in mounts if fs == "cgroup"]
+    v1_controllers = sorted({o for _, opts in v1 for o in opts.split(",")}
+                            - {"rw", "ro", "relatime", "nosuid", "nodev", "noexec"})
+    if v1:
+        where = f"cgroup2 only at {v2[0]}" if v2 else "no cgroup2 mount"
+        report.findings.append(Finding(
+            "cgroup2", PROBLEM,
+            f"cgroup v1/hybrid host: v1 hierarchies ({', '.join(v1_controllers)}), {where}; "
+            "container runtimes use v1 here and ignore gpu.*",
+            _unified_fix(host),
+        ))
+        return Path(v2[0]) if v2 else None
+    if not v2:
+        report.findings.append(Finding(
+            "cgroup2", PROBLEM, "no cgroup2 file system is mounted",
+            "sudo mount -t cgroup2 none /sys/fs/cgroup",
+        ))
+        return None
+    report.findings.append(Finding("cgroup2", OK, f"cgroup2 mounted at {v2[0]}"))
+    return Path(v2[0])
+
+
+def _proc_cgroups_entry(path: Path) -> tuple[int, int] | None:
+    """(hierarchy, enabled) of gpu in /proc/cgroups, None if not listed."""
+    for line in (_read(path) or "").splitlines():
+        words = line.split()
+        if len(words) >= 4 and words[0] == CONTROLLER:
+            return int(words[1]), int(words[3])
+    return None
+
+
+def _check_controller(host: Host, root: Path, report: Report) -> bool:
+    controllers = _words(root / "cgroup.controllers") or set()
+    if CONTROLLER in controllers:
+        report.findings.append(Finding("gpu", OK, f"gpu controller available in {root}"))
+        return True
+    entry = _proc_cgroups_entry(host.proc_cgroups)
+    if entry is not None and entry[1] == 0:
+        finding = Finding(
+            "gpu", PROBLEM, "the gpu controller is disabled on the kernel command line",
+            _remove_from_cmdline(host, "cgroup_disable=gpu"),
+        )
+    elif entry is not None and entry[0] != 0:
+        finding = Finding(
+            "gpu", PROBLEM, f"the gpu controller is bound to cgroup v1 hierarchy {entry[0]}",
+            "unmount that v1 hierarchy (grep gpu /proc/self/mountinfo; sudo umount MOUNTPOINT)",
+        )
+    else:
+        finding = Finding(
+            "gpu", PROBLEM,
+            f"no gpu controller in {root}/cgroup.controllers: kernel without CONFIG_CGROUP_GPU",
+            _kernel_fix(host),
+        )
+    report.findings.append(finding)
+    return False
+
+
+def _check_path(root: Path, path: str, report: Report) -> None:
+    from .cgroup import resolve_path
+
+    rel = resolve_path(root, path)
+    chain = [root] + [root.joinpath(*rel.parts[: i + 1]) for i in range(len(rel.parts))]
+    target = chain[-1]
+    missing = [cg for cg in chain[:-1]
+               if cg.is_dir() and CONTROLLER not in (_words(cg / "cgroup.subtree_control") or ())]
+    name = "/" + str(rel) if rel.parts else "/"
+    if missing:
+        report.findings.append(Finding(
+            "path", PROBLEM,
+            f"gpu is not enabled in cgroup.subtree_control of "
+            f"{', '.join(str(m) for m in missing)}, so {name} has no gpu.* files",
+            _echo_gpu([m / "cgroup.subtree_control" for m in missing]),
+        ))
+    elif not target.is_dir():
+        report.findings.append(Finding(
+            "path", PROBLEM, f"cgroup {name} does not exist",
+            f"pycgpu create {shlex.quote(name)}",
+        ))
+    else:
+        report.findings.append(Finding("path", OK, f"gpu is enabled down to {name}"))
+
+
+def _systemd_managed(host: Host, root: Path) -> bool:
+    """systemd booted the host and runs the tree (its init.scope, or pid 1)."""
+    return host.systemd_booted and (
+        (root / "init.scope").is_dir() or (_read(host.pid1_comm) or "").strip() == "systemd")
+
+
+def _check_systemd(host: Host, root: Path, gpu_ok: bool, report: Report) -> None:
+    if not _systemd_managed(host, root):
+        report.findings.append(Finding("systemd", INFO, "the tree is not managed by systemd"))
+        return
+    if not gpu_ok:
+        report.findings.append(Finding(
+            "systemd", INFO, "systemd manages the tree (enable gpu once the kernel has it)"))
+        return
+    levels = [root, *sorted(p for p in root.glob("*.slice") if p.is_dir())]
+    missing = [p for p in levels
+               if CONTROLLER not in (_words(p / "cgroup.subtree_control") or ())]
+    if not missing:
+        report.findings.append(Finding(
+            "systemd", OK, "systemd manages the tree; gpu is enabled in its top-level slices"))
+        return
+    report.findings.append(Finding(
+        "systemd", PROBLEM,
+        "systemd manages the tree and does not enable controllers it does not know: gpu is "
+        f"missing in {', '.join(str(p / 'cgroup.subtree_control') for p in missing)}, so "
+        "container scopes get no gpu.* files (enable it again after each boot, and in nested "
+        "slices such as kubepods.slice/*)",
+        _echo_gpu([p / "cgroup.subtree_control" for p in missing]),
+    ))
+
+
+def _check_dmem(root: Path, report: Report) -> None:
+    if "dmem" in (_words(root / "cgroup.controllers") or set()):
+        msg = ("the upstream dmem controller is present too (dmem.max per memory region, "
+               "TTM drivers); pycgpu drives gpu.*")
+    else:
+        msg = "no upstream dmem controller (Linux 6.14+); not needed by pycgpu"
+    report.findings.append(Finding("dmem", INFO, msg))
+
+
+def check(host: Host | None = None, path: str | None = None) -> Report:
+    """The findings for @host; @path (a cgroup PATH argument) that breaks the
+    path rule raises :class:`pycgpu.core.cgroup.InvalidPath`."""
+    from .cgroup import check_relpath
+
+    if path is not None:
+        check_relpath(path)
+    host = host or Host()
+    report = Report()
+    root = _check_mount(host, report)
+    report.cgroup_root = root
+    if root is None:
+        return report
+    gpu_ok = _check_controller(host, root, report)
+    if path is not None and gpu_ok:
+        _check_path(root, path, report)
+    elif path is not None:
+        report.findings.append(Finding("path", INFO, f"{path} not checked: no gpu controller"))
+    _check_systemd(host, root, gpu_ok, report)
+    _check_dmem(root, report)
+    return report

@@ -1,0 +1,404 @@
+"""The cgroup v2 tree: find the mount, create and remove groups, enable the
+``gpu`` controller along a path, and read and write ``gpu.*`` files through
+:mod:`pycgpu.core.formats`.
+
+Every change to the file system goes through three module functions,
+:func:`_mkdir`, :func:`_rmdir` and :func:`_write_file`: the host tests replace
+them with a fake kernel that gives plain files the semantics of cgroupfs."""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path, PurePath
+from typing import TypeVar
+
+from . import formats
+from .errors import Error
+
+T = TypeVar("T")
+
+CONTROLLER = "gpu"
+DEFAULT_MOUNT = Path("/sys/fs/cgroup")
+
+
+NAME_MAX = 255  # bytes in one path component (cgroupfs: kernfs, like any Linux fs)
+
+
+READ, WRITE, MKDIR, RMDIR = "read", "write", "mkdir", "rmdir"
+# InvalidPath.reason: an absolute path under the usual mount, another root given
+OUTSIDE_ROOT = "outside-root"
+
+
+class CgroupError(Error, OSError):
+    """A cgroup operation the kernel refused; the message names the file and
+    the value. @op says what failed (:data:`READ` a file, :data:`WRITE` one,
+    :data:`MKDIR`, :data:`RMDIR`; empty: something else) and @file on which
+    path, so that a caller can tell a refused value from a file it could not
+    read, whatever the errno."""
+
+    def __init__(self, code: int, message: str, op: str = "",
+                 file: str | Path | None = None) -> None:
+        super().__init__(code, message)
+        self.op = op
+        self.file = None if file is None else Path(file)
+
+
+class DelegatedRefusal(CgroupError):
+    """A write to a delegated group's own interface file: the message says
+    who may set it, so no generic fix applies."""
+
+
+class InvalidPath(Error, ValueError):
+    """A cgroup path pycgpu refuses before touching anything: ``..``, a
+    component the kernel cannot take, or an absolute path outside the root."""
+
+
+def find_mount(mountinfo: Path = Path("/proc/self/mountinfo")) -> Path:
+    """The first cgroup2 mount point, from /proc/self/mountinfo."""
+    from .mountinfo import parse as parse_mountinfo
+
+    try:
+        text = mountinfo.read_bytes().decode(errors="surrogateescape")
+    except OSError as e:
+        raise CgroupError(e.errno or 0, f"cannot read {mountinfo}: {e.strerror}", READ,
+                          mountinfo) from None
+    for mount in parse_mountinfo(text):
+        if mount.fstype == "cgroup2":
+            return Path(mount.mount_point)
+    raise CgroupError(errno.ENOENT, "no cgroup2 file system is mounted (cgroup v1 host?)")
+
+
+def check_relpath(relpath: str | PurePath) -> Path:
+    """@relpath (relative to a cgroup root, leading and trailing / ignored)
+    as a Path, or :class:`InvalidPath`: no ``..``, and every component a name
+    cgroupfs takes (at most 255 bytes, no NUL, no newline). Every other
+    name is kept as given (``.hidden``, ``..foo``, ``...``); only ``.``
+    components and repeated slashes go, as they name no other group. The
+    root is ``Path(".")``, whose ``parts`` are empty."""
+    text = str(relpath)
+    rel = Path(text.strip("/"))
+    what = f"cgroup path {formats.shown(text)}"
+    for part in rel.parts:
+        if part == "..":
+            raise InvalidPath(f"{what} must not contain '..'")
+        if "\0" in part or "\n" in part:
+            raise InvalidPath(f"{what} has a NUL or newline character")
+        size = len(part.encode(errors="surrogateescape"))
+        if size > NAME_MAX:
+            raise InvalidPath(f"{what}: the component {formats.shown(part)} is {size} bytes "
+                              f"long, the limit is {NAME_MAX}")
+    return rel
+
+
+def resolve_path(mount: Path, text: str) -> Path:
+    """The one rule for a PATH argument, as every command takes it: relative
+    to the cgroup root @mount, with or without a leading ``/`` (the form
+    /proc/PID/cgroup shows), or an absolute path that begins with @mount.
+    An absolute path under the usual mount point /sys/fs/cgroup when the
+    root is elsewhere is refused rather than created inside the root, and
+    so is ``..``. Returns the path relative to @mount (:func:`check_relpath`'s
+    Path, which :class:`Cgroup` takes as it is: one path type from the
+    argument to the writes)."""
+    root = str(mount).rstrip("/") or "/"
+    if root != "/" and (text == root or text.rstrip("/") == root):
+        return Path(".")
+    if root != "/" and text.startswith(root + "/"):
+        rel = text[len(root) + 1:]
+    else:
+        default = str(DEFAULT_MOUNT)
+        if root != default and (text.rstrip("/") == default or text.startswith(default + "/")):
+            raise InvalidPath(
+                f"{formats.shown(text)} is under {default}, but the cgroup root is {root}: "
+                f"give the path relative to the root").because(OUTSIDE_ROOT, mount=default)
+        rel = text
+    return check_relpath(rel)
+
+
+def read_interface(name: str | Path, dir_fd: int | None = None) -> str | None:
+    """The one reader of cgroup interface files: the text of @name (relative
+    to @dir_fd when given), or None if the file does not exist (or its group
+    went away while being read). Raises :class:`CgroupError` for other read
+    errors and for content that is not UTF-8 text."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise CgroupError(e.errno or 0, f"reading {name}: {e.strerror}", READ, name) from None
+    try:
+        data = os.read(fd, 4096)
+        if len(data) == 4096:  # a big file (many devices): keep reading
+            chunks = [data]
+            while chunk := os.read(fd, 65536):
+                chunks.append(chunk)
+            data = b"".join(chunks)
+    except OSError as e:
+        if e.errno == errno.ENODEV:  # the group went away between open and read
+            return None
+        raise CgroupError(e.errno or 0, f"reading {name}: {e.strerror}", READ, name) from None
+    finally:
+        os.close(fd)
+    try:
+        return formats.decode(data, str(name))
+    except formats.FormatError as e:
+        raise CgroupError(errno.EINVAL, f"reading {e}", READ, name) from None
+
+
+def _mkdir(path: Path) -> None:
+    os.mkdir(path)
+
+
+def _rmdir(path: Path) -> None:
+    os.rmdir(path)
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    """One open(2) and one write(2), as cgroupfs takes one key per write."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+_REASONS = {
+    errno.EINVAL: "invalid value",
+    errno.ERANGE: "out of range",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.ENODEV: "no such device",
+    errno.EBUSY: "busy",
+    errno.ENOTSUP: "not supported",
+}
+
+
+def _missing_file(path: Path) -> str:
+    """Why a cgroup interface file does not exist."""
+    group = path.parent
+    if not group.is_dir():
+        return f"no such cgroup {group}"
+    if path.name.startswith("gpu.memory."):
+        return (
+            f"the gpu controller is not enabled for {group} "
+            f"(or this kernel lacks gpu.memory.*)"
+        )
+    if path.name.startswith("gpu."):
+        return f"the gpu controller is not enabled for {group}"
+    return "no such file"
+
+
+def delegated_to_caller(path: Path) -> bool:
+    """Is @path an interface file (not one of the delegation files) of a
+    cgroup whose directory the caller owns, while the file is not the
+    caller's: the root of a subtree delegated to it (cgroup v2 delegation
+    hands over the directory, cgroup.procs, cgroup.threads and
+    cgroup.subtree_control, never the controllers' files)?"""
+    try:
+        uid = os.geteuid()
+        return path.parent.stat().st_uid == uid and path.stat().st_uid != uid
+    except OSError:
+        return False
+
+
+def _refusal(e: OSError, path: Path, value: str) -> CgroupError:
+    code = e.errno or 0
+    if code == errno.ENOENT:
+        why = _missing_file(path)
+    elif code == errno.EBUSY and path.name == "cgroup.procs":
+        why = "busy (the group has controllers enabled for its children: use a leaf group)"
+    elif code == errno.EOPNOTSUPP and path.name == "gpu.weight":
+        why = ("the device has no scheduler that follows the gpu controller "
+               "(gpu.stat shows sched=0 for it): a weight could not act there")
+    elif code == errno.EBUSY and path.name == "cgroup.subtree_control":
+        why = "busy (the group has processes: move them into a leaf group first)"
+    elif code in (errno.EACCES, errno.EPERM) and delegated_to_caller(path):
+        return DelegatedRefusal(
+            code, f"writing {value!r} to {path}: {_REASONS[code]}: {path.parent} is delegated "
+            f"to you, and a delegated group's own {path.name} is set by the owner of its "
+            f"parent; you may set it on the groups you create below it", WRITE, path)
+    else:
+        why = _REASONS.get(code, e.strerror or str(e))
+    return CgroupError(code, f"writing {value!r} to {path}: {why}", WRITE, path)
+
+
+class Cgroup:
+    """One cgroup directory under a cgroup2 mount."""
+
+    def __init__(self, mount: Path, relpath: str | PurePath = "") -> None:
+        self.mount = Path(mount)
+        rel = check_relpath(relpath)
+        self.relpath = rel
+        self.path = self.mount / rel
+
+    def __repr__(self) -> str:
+        return f"Cgroup({'/' + str(self.relpath) if str(self.relpath) != '.' else '/'})"
+
+    @property
+    def name(self) -> str:
+        return "/" + ("" if str(self.relpath) == "." else str(self.relpath))
+
+    @property
+    def is_root(self) -> bool:
+        return self.path == self.mount
+
+    @property
+    def parent(self) -> Cgroup | None:
+        if self.is_root:
+            return None
+        return Cgroup(self.mount, self.relpath.parent)
+
+    def child(self, name: str) -> Cgroup:
+        return Cgroup(self.mount, self.relpath / name)
+
+    def exists(self) -> bool:
+        return os.path.isdir(self.path)  # False, not an exception, for a too long path
+
+    def children(self) -> Iterator[Cgroup]:
+        for entry in sorted(os.scandir(self.path), key=lambda e: e.name):
+            if entry.is_dir(follow_symlinks=False):
+                yield self.child(entry.name)
+
+    # raw files ---------------------------------------------------------------
+
+    def has(self, name: str) -> bool:
+        """Whether the interface file @name exists (a knob this kernel has and
+        whose controller is enabled for this group)."""
+        return os.path.isfile(self.path / name)
+
+    def read(self, name: str) -> str:
+        path = self.path / name
+        text = read_interface(path)
+        if text is None:
+            raise CgroupError(errno.ENOENT, f"reading {path}: {_missing_file(path)}", READ, path)
+        return text
+
+    def parsed(self, name: str, parse: Callable[[str], T]) -> T:
+        """@parse applied to the text of @name; a text that does not parse is
+        a :class:`CgroupError` naming the file (the kernel wrote something
+        pycgpu does not understand)."""
+        text = self.read(name)
+        try:
+            return parse(text)
+        except formats.FormatError as e:
+            raise CgroupError(errno.EINVAL, f"reading {self.path / name}: {e}", READ,
+                              self.path / name) from None
+
+    def write(self, name: str, value: str) -> None:
+        """One write(2) of @value, as the kernel wants each key set separately."""
+        path = self.path / name
+        try:
+            _write_file(path, value.encode())
+        except OSError as e:
+            raise _refusal(e, path, value) from None
+
+    # structure ---------------------------------------------------------------
+
+    def controllers(self) -> set[str]:
+        return set(self.read("cgroup.controllers").split())
+
+    def subtree_control(self) -> set[str]:
+        return set(self.read("cgroup.subtree_control").split())
+
+    def ancestors(self) -> list[Cgroup]:
+        """The path from the root down to this group, both included."""
+        chain: list[Cgroup] = []
+        cg: Cgroup | None = self
+        while cg is not None:
+            chain.append(cg)
+            cg = cg.parent
+        return chain[::-1]
+
+    def create(self) -> list[Cgroup]:
+        """Create this cgroup and its missing parents, enabling the gpu
+        controller in every ancestor's cgroup.subtree_control. Returns the
+        groups it created, outermost first."""
+        created: list[Cgroup] = []
+        for cg in self.ancestors()[1:]:
+            parent = cg.parent
+            assert parent is not None
+            parent.enable_controller()
+            if cg.mkdir():
+                created.append(cg)
+        return created
+
+    def mkdir(self) -> bool:
+        """Create this one directory; False if it already existed."""
+        if self.exists():
+            return False
+        try:
+            _mkdir(self.path)
+        except FileExistsError:
+            return False
+        except OSError as e:
+            raise CgroupError(e.errno or 0, f"creating {self.path}: {e.strerror}", MKDIR,
+                              self.path) from None
+        return True
+
+    def enable_controller(self, controller: str = CONTROLLER) -> None:
+        if controller in self.subtree_control():
+            return
+        if controller not in self.controllers():
+            raise CgroupError(
+                errno.ENOENT,
+                f"the {controller} controller is not available in {self.path} "
+                f"(kernel without CONFIG_CGROUP_GPU, or not enabled in the parent)",
+            )
+        self.write("cgroup.subtree_control", f"+{controller}")
+
+    def remove(self, recursive: bool = False) -> None:
+        if recursive:
+            for child in self.children():
+                child.remove(recursive=True)
+        try:
+            _rmdir(self.path)
+        except OSError as e:
+            why = {
+                errno.EBUSY: "the group still has processes (move them out first)",
+                errno.ENOTEMPTY: "the group has child groups",
+            }.get(e.errno or 0, e.strerror)
+            raise CgroupError(e.errno or 0, f"removing {self.path}: {why}", RMDIR,
+                              self.path) from None
+
+    def procs(self) -> list[int]:
+        return [int(p) for p in self.read("cgroup.procs").split()]
+
+    def add_proc(self, pid: int) -> None:
+        self.write("cgroup.procs", str(pid))
+
+    # gpu.* -------------------------------------------------------------------
+
+    def weights(self) -> formats.Weights:
+        return self.parsed("gpu.weight", formats.parse_weight)
+
+    def set_weight(self, weight: int | None, dev: formats.DevT | None = None) -> None:
+        self.write("gpu.weight", formats.format_weight_write(weight, dev))
+
+    def priority(self) -> int:
+        return self.parsed("gpu.priority", formats.parse_int)
+
+    def set_priority(self, priority: int) -> None:
+        self.write("gpu.priority", str(formats.check_priority(priority)))
+
+    def priority_effective(self) -> int:
+        return self.parsed("gpu.priority.effective", formats.parse_int)
+
+    def memory_max(self) -> dict[formats.DevT, int | None]:
+        return self.parsed("gpu.memory.max", formats.parse_flat_keyed)
+
+    def set_memory_max(self, dev: formats.DevT, value: int | None) -> None:
+        self.write("gpu.memory.max", formats.format_flat_keyed_write(dev, value))
+
+    def memory_current(self) -> dict[formats.DevT, int | None]:
+        return self.parsed("gpu.memory.current", formats.parse_flat_keyed)
+
+    def memory_peak(self) -> dict[formats.DevT, int | None]:
+        return self.parsed("gpu.memory.peak", formats.parse_flat_keyed)
+
+    def memory_events(self, local: bool = False) -> dict[formats.DevT, dict[str, int]]:
+        name = "gpu.memory.events.local" if local else "gpu.memory.events"
+        return self.parsed(name, formats.parse_nested_keyed)
+
+    def stat(self) -> dict[formats.DevT, dict[str, int]]:
+        return self.parsed("gpu.stat", formats.parse_nested_keyed)

@@ -1,0 +1,284 @@
+"""Parsers and formatters for the gpu controller's cgroup files.
+
+One function pair per file format of Documentation/admin-guide/cgroup-v2.rst
+("Interface Files"), shared by the library, the CLI and the tests:
+
+- single value, ``-5``: gpu.priority, gpu.priority.effective
+- weight (io.weight style), ``default 100`` then ``226:128 300``: gpu.weight
+- flat keyed, ``226:128 1048576`` or ``226:128 max``: gpu.memory.max, .current, .peak
+- nested keyed, ``226:128 usage_usec=10 wait_usec=2``: gpu.stat, gpu.memory.events[.local]
+
+Every parse error is a :class:`FormatError` that names the offending text.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from .errors import Error
+
+WEIGHT_MIN, WEIGHT_DEFAULT, WEIGHT_MAX = 1, 100, 10000
+PRIORITY_MIN, PRIORITY_DEFAULT, PRIORITY_MAX = -1023, 0, 1023
+MAX = "max"
+DEFAULT = "default"
+
+
+class FormatError(Error, ValueError):
+    """Text that does not follow a cgroup file format, or a value out of range."""
+
+
+class DevT(NamedTuple):
+    """A device number, written ``MAJ:MIN`` in cgroup files. A named tuple:
+    hashed and compared in C, as it keys every per-device dict of a scrape
+    of thousands of groups."""
+
+    major: int
+    minor: int
+
+    def __str__(self) -> str:
+        return f"{self.major}:{self.minor}"
+
+    @classmethod
+    def parse(cls, text: str) -> DevT:
+        devt = _parse_devt(text)
+        return devt if cls is DevT else cls(devt.major, devt.minor)
+
+
+# ASCII digits only, as the kernel's kstrto*(): \d takes other scripts' digits, int() "1_000"
+_DEVT = re.compile(r"([0-9]{1,10}):([0-9]{1,10})")
+_INT = re.compile(r"[+-]?[0-9]+")
+# the kernel's dev_t: 12-bit major, 20-bit minor
+_MAJOR_MAX, _MINOR_MAX = (1 << 12) - 1, (1 << 20) - 1
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_devt(text: str) -> DevT:
+    """DevT.parse, cached: a tree walk sees the same few devices thousands of times."""
+    m = _DEVT.fullmatch(text.strip())
+    if not m:
+        raise FormatError(f"{shown(text)} is not a device number (MAJ:MIN, e.g. 226:128)")
+    major, minor = int(m.group(1)), int(m.group(2))
+    if major > _MAJOR_MAX or minor > _MINOR_MAX:
+        raise FormatError(f"{text.strip()!r} is out of range (major <= {_MAJOR_MAX}, "
+                          f"minor <= {_MINOR_MAX})")
+    return DevT(major, minor)
+
+
+# longer than any 64-bit number: refused before int() (whose own limit is 4300 digits)
+_DIGITS_MAX = 20
+
+
+def shown(text: str, limit: int = 40) -> str:
+    """@text quoted for a message, cut short when it is long."""
+    if len(text) <= limit:
+        return repr(text)
+    return repr(text[:limit]) + f"... ({len(text)} characters)"
+
+
+def _int(text: str, what: str) -> int:
+    if len(text) > _DIGITS_MAX + 1:
+        raise FormatError(f"{what}: {shown(text)} is not a 64-bit integer")
+    if not _INT.fullmatch(text):
+        raise FormatError(f"{what}: {shown(text)} is not an integer")
+    return int(text, 10)
+
+
+def decode(data: bytes, what: str) -> str:
+    """The text of a kernel file; :class:`FormatError` when it is not UTF-8."""
+    try:
+        return data.decode()
+    except UnicodeDecodeError as e:
+        raise FormatError(f"{what}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset "
+                          f"{e.start})") from None
+
+
+def parse_number(text: str, what: str, expected: str) -> int:
+    """An integer given by a person (an option or an annotation value); the
+    message names @what and says what is @expected."""
+    t = text.strip()
+    if not _INT.fullmatch(t):
+        raise FormatError(f"{what}: {shown(t)} is not an integer (give {expected})")
+    if len(t.lstrip("+-").lstrip("0")) > _DIGITS_MAX:
+        raise FormatError(f"{what}: {shown(t)} is out of range (give {expected})")
+    return int(t, 10)
+
+
+def _lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip()]
+
+
+# single value ---------------------------------------------------------------
+
+
+def parse_int(text: str, what: str = "value") -> int:
+    return _int(text.strip(), what)
+
+
+def check_priority(value: int) -> int:
+    if not PRIORITY_MIN <= value <= PRIORITY_MAX:
+        raise FormatError(
+            f"priority {value} is out of range [{PRIORITY_MIN}, {PRIORITY_MAX}]"
+        )
+    return value
+
+
+def check_weight(value: int) -> int:
+    if not WEIGHT_MIN <= value <= WEIGHT_MAX:
+        raise FormatError(f"weight {value} is out of range [{WEIGHT_MIN}, {WEIGHT_MAX}]")
+    return value
+
+
+# weight ---------------------------------------------------------------------
+
+
+@dataclass
+class Weights:
+    """gpu.weight: the default and the per-device overrides."""
+
+    default: int = WEIGHT_DEFAULT
+    devices: dict[DevT, int] = field(default_factory=dict)
+
+    def for_device(self, dev: DevT) -> int:
+        return self.devices.get(dev, self.default)
+
+
+def parse_weight(text: str) -> Weights:
+    lines = _lines(text)
+    if not lines:
+        raise FormatError("gpu.weight is empty")
+    first = lines[0].split()
+    if len(first) != 2 or first[0] != DEFAULT:
+        raise FormatError(f"gpu.weight must start with 'default W', not {lines[0]!r}")
+    weights = Weights(default=_int(first[1], "default weight"))
+    for line in lines[1:]:
+        words = line.split()
+        if len(words) != 2:
+            raise FormatError(f"gpu.weight line {line!r} is not 'MAJ:MIN W'")
+        weights.devices[DevT.parse(words[0])] = _int(words[1], f"weight of {words[0]}")
+    return weights
+
+
+def format_weight_write(weight: int | None, dev: DevT | None = None) -> str:
+    """One write to gpu.weight: the default (dev None) or a device's override;
+    weight None resets a device's override to the default."""
+    if dev is None:
+        if weight is None:
+            raise FormatError("the default weight needs a value")
+        return f"{DEFAULT} {check_weight(weight)}"
+    return f"{dev} {DEFAULT if weight is None else check_weight(weight)}"
+
+
+def format_weight(weights: Weights) -> str:
+    lines = [f"{DEFAULT} {weights.default}"]
+    lines += [f"{dev} {w}" for dev, w in sorted(weights.devices.items())]
+    return "\n".join(lines) + "\n"
+
+
+# flat keyed -----------------------------------------------------------------
+
+_SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_size(text: str) -> int | None:
+    """``4096``, ``512K``, ``2G`` or ``max`` (None: no limit)."""
+    t = text.strip()
+    if t == MAX:
+        return None
+    m = re.fullmatch(r"([0-9]+)([KMGT]?)", t, flags=re.IGNORECASE)
+    if not m:
+        raise FormatError(
+            f"{shown(text)} is not a size (bytes, with an optional K/M/G/T suffix, or max)"
+        )
+    if len(m.group(1).lstrip("0")) > _DIGITS_MAX:
+        raise FormatError(f"size {shown(t)} is out of range [0, {SIZE_MAX}]")
+    return int(m.group(1)) * _SUFFIX[m.group(2).upper()]
+
+
+SIZE_MAX = (1 << 63) - 1
+
+
+def check_size(value: int | None) -> int | None:
+    if value is not None and value > SIZE_MAX:
+        raise FormatError(f"size {value} is out of range [0, {SIZE_MAX}]")
+    return value
+
+
+def format_size(value: int | None) -> str:
+    return MAX if value is None else str(value)
+
+
+_UNITS = ("T", "G", "M", "K", "")  # the largest first
+# an exact form is shown while it is this short: 1536M, 9999K; 1677720K reads better as 1.6G
+_EXACT_DIGITS = 4
+
+
+def format_size_exact(value: int) -> str:
+    """The largest exact K/M/G/T form, else bytes, whatever its length:
+    536870912 -> ``512M``, 1000 -> ``1000``. :func:`parse_size` reads it
+    back to @value: for values handed to a program (annotations)."""
+    for suffix in _UNITS[:-1]:
+        unit = _SUFFIX[suffix]
+        if value and value % unit == 0:
+            return f"{value // unit}{suffix}"
+    return str(value)
+
+
+def format_size_human(value: int | None) -> str:
+    """The one size format of pycgpu's human-readable output (show, top,
+    stat, k8s inventory): binary suffixes K/M/G/T.
+
+    - ``max`` for no limit (None);
+    - the exact form where the value is a whole number of a unit, so that
+      it can be typed back as a limit: 4096 -> ``4K``, 1610612736 ->
+      ``1536M`` (not 1.5G), 1000 -> ``1000``; while it has at most 4 digits;
+    - else the largest unit with one decimal: 1000000 -> ``976.6K``,
+      12348030976 -> ``11.5G``. A decimal point always marks a rounded value.
+    """
+    if value is None:
+        return MAX
+    exact = format_size_exact(value)
+    if len(exact.rstrip("".join(_UNITS))) <= _EXACT_DIGITS:
+        return exact
+    for i, suffix in enumerate(_UNITS[:-1]):
+        unit = _SUFFIX[suffix]
+        if value >= unit:
+            text = f"{value / unit:.1f}"
+            if i > 0 and float(text) >= 1024:  # 1048575 -> 1.0M, not 1024.0K
+                bigger = _UNITS[i - 1]
+                return f"{value / _SUFFIX[bigger]:.1f}{bigger}"
+            return text + suffix
+    return exact  # below 1K: bytes, exact and short
+
+
+def parse_flat_keyed(text: str) -> dict[DevT, int | None]:
+    out: dict[DevT, int | None] = {}
+    for line in _lines(text):
+        words = line.split()
+        if len(words) != 2:
+            raise FormatError(f"line {line!r} is not 'MAJ:MIN VALUE'")
+        out[DevT.parse(words[0])] = None if words[1] == MAX else _int(words[1], words[0])
+    return out
+
+
+def format_flat_keyed_write(dev: DevT, value: int | None) -> str:
+    return f"{dev} {format_size(value)}"
+
+
+# nested keyed ---------------------------------------------------------------
+
+
+def parse_nested_keyed(text: str) -> dict[DevT, dict[str, int]]:
+    out: dict[DevT, dict[str, int]] = {}
+    for line in _lines(text):
+        words = line.split()
+        keys: dict[str, int] = {}
+        for word in words[1:]:
+            key, sep, value = word.partition("=")
+            if not sep or not key:
+                raise FormatError(f"{word!r} in line {line!r} is not KEY=VALUE")
+            keys[key] = _int(value, key)
+        out[DevT.parse(words[0])] = keys
+    return out

@@ -1,0 +1,518 @@
+"""Setting several gpu.* knobs of one cgroup as a unit: all or none.
+
+:class:`Settings` says what to set; :func:`plan_create` and :func:`plan_set`
+validate everything that can be checked without writing (ranges, the group
+exists or not, the controller is available, the files of every knob exist)
+and return a :class:`Plan`: the directories to create, the
+``cgroup.subtree_control`` files to enable ``gpu`` in, and the writes, in
+order. :func:`apply` carries a plan out; when the kernel refuses a step, or
+anything else goes wrong (SIGINT and SIGTERM included: they stop the plan
+between two steps), it undoes what it did (restores each written key's
+previous value, removes the groups it created, disables ``gpu`` where it
+enabled it, unless groups came to depend on it since the plan) and raises
+:class:`ApplyError`. Across processes, the caller holds
+:func:`pycgpu.core.locks.tree_lock` from the plan to the end of the apply. A dry
+run prints :meth:`Plan.steps` instead.
+"""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import formats, interrupts
+from .cgroup import CONTROLLER, READ, Cgroup, CgroupError, delegated_to_caller
+from .errors import Error
+from .formats import DevT
+
+WEIGHT, PRIORITY, MEMORY_MAX = "gpu.weight", "gpu.priority", "gpu.memory.max"
+
+# what went wrong, as :attr:`pycgpu.Error.reason` (and :attr:`Notice.reason`) say
+# it, for a caller adding its own advice (the CLI: commands/common.py)
+UNKNOWN_DEVICE = "unknown-device"  # details: none
+NO_GROUP = "no-group"  # details: group
+EXISTS = "exists"  # details: group
+NOTHING_TO_SET = "nothing-to-set"
+NO_CONTROLLER = "no-controller"
+GPU_NOT_ENABLED = "gpu-not-enabled"  # details: group
+NO_MEMORY_SUPPORT = "no-memory-support"  # details: file
+PRIORITY_CAPPED = "priority-capped"  # details: ancestor, priority (the one asked for)
+
+
+class Notice(str):
+    """A warning of a plan: its text, and @reason and @details as an
+    error's (:class:`pycgpu.Error`)."""
+
+    reason: str = ""
+    details: dict[str, str]
+
+    def __new__(cls, text: str, reason: str = "", **details: str) -> Notice:
+        self = super().__new__(cls, text)
+        self.reason, self.details = reason, details
+        return self
+
+
+class InvalidRequest(Error, ValueError):
+    """A request that is wrong whatever the kernel says (bad value, missing group)."""
+
+
+class Unavailable(CgroupError):
+    """The host lacks what a request needs (controller, knob): nothing was written."""
+
+
+class PartialUndo(CgroupError):
+    """A step failed and could not undo all of its own changes (its message
+    says which); :func:`apply` then does not claim that nothing changed."""
+
+
+class ApplyError(CgroupError):
+    """The kernel refused a step, or a signal stopped the plan (the cause is
+    then :class:`pycgpu.core.interrupts.Interrupted`); what was done before it
+    has been undone (``rollback_errors`` lists the undo steps that failed,
+    ``kept`` the ``+gpu`` left because other groups came to need it)."""
+
+    def __init__(self, cause: CgroupError, rollback_errors: list[CgroupError],
+                 kept: list[str] | None = None) -> None:
+        kept = kept or []
+        msg = str(cause.strerror or cause)
+        if rollback_errors:
+            msg += "; rollback incomplete: " + "; ".join(
+                [str(e.strerror or e) for e in rollback_errors] + kept)
+        elif kept:
+            msg += "; " + "; ".join(kept) + "; nothing else was changed"
+        elif not isinstance(cause, PartialUndo):
+            msg += "; nothing was changed"
+        super().__init__(cause.errno or 0, msg, cause.op, cause.file)
+        self.cause = cause
+        self.rollback_errors = rollback_errors
+        self.kept = kept
+
+
+@dataclass
+class Settings:
+    """Knobs to set; empty fields are left alone. A device weight or memory
+    limit of None resets it (``MAJ:MIN default`` / ``MAJ:MIN max``)."""
+
+    weight: int | None = None
+    device_weights: dict[DevT, int | None] = field(default_factory=dict)
+    priority: int | None = None
+    memory_max: dict[DevT, int | None] = field(default_factory=dict)
+
+    def is_empty(self) -> bool:
+        return (self.weight is None and not self.device_weights and self.priority is None
+                and not self.memory_max)
+
+    def files(self) -> list[str]:
+        """The interface files these settings write."""
+        out = []
+        if self.weight is not None or self.device_weights:
+            out.append(WEIGHT)
+        if self.priority is not None:
+            out.append(PRIORITY)
+        if self.memory_max:
+            out.append(MEMORY_MAX)
+        return out
+
+    def writes(self) -> list[Write]:
+        """One write per key, validated (raises :class:`InvalidRequest`)."""
+        try:
+            out = []
+            if self.weight is not None:
+                out.append(Write(WEIGHT, formats.format_weight_write(self.weight)))
+            for dev, w in sorted(self.device_weights.items()):
+                out.append(Write(WEIGHT, formats.format_weight_write(w, dev), dev))
+            if self.priority is not None:
+                out.append(Write(PRIORITY, str(formats.check_priority(self.priority))))
+            for dev, size in sorted(self.memory_max.items()):
+                formats.check_size(size)
+                out.append(Write(MEMORY_MAX, formats.format_flat_keyed_write(dev, size), dev))
+        except formats.FormatError as e:
+            raise InvalidRequest(str(e)) from None
+        return out
+
+
+DeviceResolver = Callable[[str], DevT]
+"""Turns a DEV text (``renderD128``, ``card0``, a PCI address, ``226:128``)
+into the render node's number; raises :class:`pycgpu.core.devices.DeviceError` or
+:class:`pycgpu.core.formats.FormatError`."""
+
+
+@dataclass(frozen=True)
+class Names:
+    """What the three knob values are called in messages: the CLI's options,
+    or the container annotations."""
+
+    weight: str = "weight"
+    priority: str = "priority"
+    memory_max: str = "memory.max"
+
+
+def _number(what: str, text: str, expected: str, check: Callable[[int], int]) -> int:
+    try:
+        return check(formats.parse_number(text, what, expected))
+    except formats.FormatError as e:
+        msg = str(e)
+        raise InvalidRequest(msg if msg.startswith(what) else f"{what}: {msg}") from None
+
+
+def _device(resolve: DeviceResolver, text: str, what: str) -> DevT:
+    from .devices import DeviceError
+
+    try:
+        return resolve(text)
+    except (DeviceError, formats.FormatError) as e:
+        raise InvalidRequest(f"{what}: {e}").because(UNKNOWN_DEVICE) from None
+
+
+def parse_settings(weights: tuple[str, ...] | list[str], priority: str | None,
+                   memory_max: tuple[str, ...] | list[str], resolve: DeviceResolver,
+                   names: Names = Names()) -> Settings:
+    """Settings from the texts of the knob options (``W``, ``DEV=W``,
+    ``DEV=default``; ``N``; ``DEV=SIZE``), checked; raises
+    :class:`InvalidRequest` naming the value as @names calls it."""
+    settings = Settings()
+    for raw in weights:
+        what = f"{names.weight} {formats.shown(raw)}"
+        dev_text, sep, value = raw.rpartition("=")
+        dev = _device(resolve, dev_text, what) if sep else None
+        if sep and value.strip() == formats.DEFAULT:
+            w = None
+        else:
+            w = _number(what, value, "W or DEV=W with W in [1, 10000], or DEV=default",
+                        formats.check_weight)
+        if dev is None:
+            if settings.weight is not None:
+                raise InvalidRequest(f"{what}: the default weight is given twice")
+            settings.weight = w
+        else:
+            if dev in settings.device_weights:
+                raise InvalidRequest(f"{what}: the weight of {dev} is given twice")
+            settings.device_weights[dev] = w
+    if priority is not None:
+        settings.priority = _number(f"{names.priority} {formats.shown(priority)}", priority,
+                                    "N in [-1023, 1023]", formats.check_priority)
+    for raw in memory_max:
+        what = f"{names.memory_max} {formats.shown(raw)}"
+        dev_text, sep, value = raw.rpartition("=")
+        if not sep or not dev_text:
+            raise InvalidRequest(f"{what}: give DEV=SIZE, e.g. renderD128=2G or renderD128=max")
+        dev = _device(resolve, dev_text, what)
+        try:
+            size = formats.check_size(formats.parse_size(value))
+        except formats.FormatError as e:
+            raise InvalidRequest(f"{what}: {e}") from None
+        if dev in settings.memory_max:
+            raise InvalidRequest(f"{what}: the limit of {dev} is given twice")
+        settings.memory_max[dev] = size
+    return settings
+
+
+@dataclass(frozen=True)
+class Write:
+    """One write to an interface file; @key is the device it sets, if any."""
+
+    file: str
+    value: str
+    key: DevT | None = None
+    group: Cgroup | None = None  # None: the plan's target
+
+    def undo_value(self, cg: Cgroup) -> str:
+        """What to write to restore the key's current value, from the model
+        of the group's files (:meth:`pycgpu.core.model.KernelFile.undo`);
+        CgroupError if the file cannot be read or does not parse."""
+        from . import model
+
+        kernel_file = model.FILE[self.file]  # a plan writes settings only
+        files = model.read_group(str(cg.path), cg.name, names=(self.file,))
+        path = cg.path / self.file
+        if self.file not in files.present:
+            cg.read(self.file)  # raises the error that says why it is missing
+        try:
+            return kernel_file.undo(files, self.key)
+        except formats.FormatError as e:
+            raise CgroupError(errno.EINVAL, f"reading {path}: {e}", READ, path) from None
+
+
+ENABLE, MKDIR = "enable", "mkdir"
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a group looked like when a plan enabled gpu in it: its child
+    groups and its cgroup.subtree_control (both empty for a group the plan
+    creates). A rollback takes ``+gpu`` back only from a group that still
+    looks like this."""
+
+    children: frozenset[str]
+    controls: frozenset[str]
+
+    @classmethod
+    def of(cls, cg: Cgroup) -> Shape:
+        if not cg.exists():
+            return cls(frozenset(), frozenset())
+        try:
+            children = frozenset(c.relpath.name for c in cg.children())
+        except OSError as e:
+            raise CgroupError(e.errno or 0, f"reading {cg.path}: {e.strerror}") from None
+        return cls(children, frozenset(cg.subtree_control()))
+
+
+@dataclass
+class Plan:
+    target: Cgroup
+    structure: list[tuple[str, Cgroup]] = field(default_factory=list)
+    writes: list[Write] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    warnings: list[Notice] = field(default_factory=list)  # what the plan will not achieve
+    # the groups the plan enables gpu in, as they were at the plan
+    shapes: dict[Path, Shape] = field(default_factory=dict)
+
+    def steps(self) -> list[str]:
+        """Human-readable steps, for --dry-run."""
+        out = []
+        for kind, cg in self.structure:
+            if kind == MKDIR:
+                out.append(f"mkdir {cg.path}")
+            else:
+                out.append(f"write '+{CONTROLLER}' to {cg.path / 'cgroup.subtree_control'}")
+        out += [f"write {w.value!r} to {(w.group or self.target).path / w.file}"
+                for w in self.writes]
+        return out
+
+
+def ceiling(cg: Cgroup) -> tuple[int, Cgroup] | None:
+    """The cap the ancestors put on @cg's effective priority (the smallest
+    gpu.priority of the groups between the root and @cg; a group that does
+    not exist yet counts as the default 0) and the outermost ancestor that
+    sets it; None for a child of the root."""
+    found: tuple[int, Cgroup] | None = None
+    for level in cg.ancestors()[1:-1]:
+        value = level.priority() if level.has(PRIORITY) else formats.PRIORITY_DEFAULT
+        if found is None or value < found[0]:
+            found = (value, level)
+    return found
+
+
+def _priority_plan(cg: Cgroup, settings: Settings, raise_ancestors: bool,
+                   plan: Plan) -> None:
+    """With @raise_ancestors, the writes that lift every ancestor below the
+    requested priority up to it (before the target's own writes); without,
+    a warning when an ancestor caps it."""
+    if settings.priority is None:
+        return
+    want = settings.priority
+    if raise_ancestors:
+        lifts = []
+        for level in cg.ancestors()[1:-1]:
+            value = level.priority() if level.has(PRIORITY) else formats.PRIORITY_DEFAULT
+            if value < want:
+                lifts.append(Write(PRIORITY, str(want), None, level))
+        plan.writes[:0] = lifts
+        return
+    cap = ceiling(cg)
+    if cap is not None and cap[0] < want:
+        value, level = cap
+        what = (f"{cg.name} gets priority {want} but its effective priority stays {value}: "
+                f"ancestor {level.name} has gpu.priority {value}")
+        if delegated_to_caller(level.path / PRIORITY):
+            plan.warnings.append(Notice(
+                f"{what} (only the owner of {level.name}'s parent can raise it: a delegated "
+                f"subtree can lower its priority, never raise it)"))
+        else:
+            plan.warnings.append(Notice(what, PRIORITY_CAPPED, ancestor=level.name,
+                                        priority=str(want)))
+
+
+def _missing_knob(cg: Cgroup, name: str) -> Unavailable:
+    if name.startswith("gpu.memory.") and cg.has(WEIGHT):
+        e = Unavailable(errno.ENOENT, f"this kernel lacks {name}")
+        e.because(NO_MEMORY_SUPPORT, file=name)
+    else:
+        e = Unavailable(errno.ENOENT, f"the gpu controller is not enabled for {cg.name} "
+                                      f"(no {name})")
+        e.because(GPU_NOT_ENABLED, group=cg.name)
+    return e
+
+
+def _check_controller(cg: Cgroup) -> None:
+    root = Cgroup(cg.mount)
+    try:
+        available = CONTROLLER in root.controllers()
+    except CgroupError as e:
+        raise Unavailable(e.errno or 0, f"{cg.mount} is not a cgroup2 tree: {e.strerror}") from None
+    if not available:
+        raise Unavailable(
+            errno.ENOENT,
+            f"no gpu controller in {cg.mount}/cgroup.controllers "
+            "(kernel without CONFIG_CGROUP_GPU)",
+        ).because(NO_CONTROLLER)
+
+
+def plan_set(cg: Cgroup, settings: Settings, raise_ancestors: bool = False) -> Plan:
+    """Validate @settings for the existing group @cg; @raise_ancestors lifts
+    the ancestors' gpu.priority to the requested priority in the same plan."""
+    if cg.is_root:
+        raise InvalidRequest("the root cgroup has no gpu.* files: name a child group")
+    if not cg.exists():
+        raise InvalidRequest(f"cgroup {cg.name} does not exist").because(NO_GROUP,
+                                                                           group=cg.name)
+    if settings.is_empty():
+        raise InvalidRequest("nothing to set").because(NOTHING_TO_SET)
+    writes = settings.writes()
+    _check_controller(cg)
+    for name in settings.files():
+        if not cg.has(name):
+            raise _missing_knob(cg, name)
+    plan = Plan(cg, [], writes, settings.files())
+    _priority_plan(cg, settings, raise_ancestors, plan)
+    return plan
+
+
+def plan_create(cg: Cgroup, settings: Settings, exist_ok: bool = False,
+                raise_ancestors: bool = False) -> Plan:
+    """Validate creating @cg (and its missing parents, enabling gpu along the
+    path) with @settings (@raise_ancestors: as :func:`plan_set`)."""
+    if cg.is_root:
+        raise InvalidRequest("the root cgroup always exists: name a child group")
+    if cg.exists() and not exist_ok:
+        raise InvalidRequest(f"cgroup {cg.name} already exists").because(EXISTS, group=cg.name)
+    writes = settings.writes()
+    _check_controller(cg)
+    structure: list[tuple[str, Cgroup]] = []
+    shapes: dict[Path, Shape] = {}
+    parent_is_new = False
+    for level in cg.ancestors()[1:]:
+        parent = level.parent
+        assert parent is not None
+        if parent_is_new or CONTROLLER not in parent.subtree_control():
+            structure.append((ENABLE, parent))
+            shapes[parent.path] = Shape.of(parent)
+        parent_is_new = not level.exists()
+        if parent_is_new:
+            structure.append((MKDIR, level))
+    # an existing group that has gpu but not a knob's file: the kernel lacks it
+    for level in reversed(cg.ancestors()[1:]):
+        if level.exists() and level.has(WEIGHT):
+            for name in settings.files():
+                if not level.has(name):
+                    raise _missing_knob(level, name)
+            break
+    plan = Plan(cg, structure, writes, settings.files(), shapes=shapes)
+    _priority_plan(cg, settings, raise_ancestors, plan)
+    return plan
+
+
+def apply(plan: Plan, then: Callable[[], object] | None = None) -> None:
+    """Carry out @plan, all or nothing (see the module docstring); @then, if
+    given, runs last as part of it and undoes its own changes when it fails.
+
+    Any exception undoes the steps done so far: a :class:`CgroupError` or a
+    file that does not parse becomes :class:`ApplyError` (an
+    :class:`Unavailable` fully undone stays itself), and so does SIGINT or
+    SIGTERM, which stop the plan between two steps
+    (:mod:`pycgpu.core.interrupts`: the cause is :class:`Interrupted`); anything
+    else (a bug) is raised again as it is once undone. Callers that may run
+    at the same time as other pycgpu processes hold
+    :func:`pycgpu.core.locks.tree_lock` from the plan to the end of this."""
+    done_structure: list[tuple[str, Cgroup]] = []
+    done_writes: list[tuple[Write, str]] = []
+    with interrupts.deferred() as signals:
+        try:
+            for kind, cg in plan.structure:
+                signals.check()
+                if kind == MKDIR:
+                    if cg.mkdir():
+                        done_structure.append((kind, cg))
+                elif CONTROLLER not in cg.subtree_control():
+                    cg.write("cgroup.subtree_control", f"+{CONTROLLER}")
+                    done_structure.append((kind, cg))
+            for name in plan.files:
+                if not plan.target.has(name):
+                    raise _missing_knob(plan.target, name)
+            for w in plan.writes:
+                signals.check()
+                group = w.group or plan.target
+                undo = w.undo_value(group)
+                group.write(w.file, w.value)
+                done_writes.append((w, undo))
+            if then is not None:
+                signals.check()
+                then()
+        except BaseException as e:
+            undone = _rollback(plan, done_structure, done_writes)
+            raise _failure(e, undone) from None
+
+
+@dataclass
+class _Undone:
+    """How a rollback went: the undo steps that failed, and the ``+gpu``
+    it left on purpose (the parent's children changed since the plan)."""
+
+    errors: list[CgroupError] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+
+
+def _failure(e: BaseException, undone: _Undone) -> BaseException:
+    """What :func:`apply` raises for @e once the plan is undone."""
+    if isinstance(e, Unavailable) and not undone.errors and not undone.kept:
+        return e
+    if isinstance(e, CgroupError):
+        return ApplyError(e, undone.errors, undone.kept)
+    if isinstance(e, formats.FormatError):
+        return ApplyError(CgroupError(errno.EINVAL, str(e)), undone.errors, undone.kept)
+    if isinstance(e, OSError):
+        where = f"{e.filename}: " if e.filename else ""
+        return ApplyError(CgroupError(e.errno or 0, f"{where}{e.strerror or e}"),
+                          undone.errors, undone.kept)
+    for line in [str(x.strerror or x) for x in undone.errors] + undone.kept:
+        e.add_note(f"pycgpu: {line}")
+    return e
+
+
+def _unchanged_since_plan(plan: Plan, cg: Cgroup) -> str | None:
+    """Why ``+gpu`` must stay in @cg's cgroup.subtree_control although the
+    plan enabled it, or None: its child groups or its other controllers
+    changed since the plan (another process made a group below it that
+    needs gpu; taking it back would erase that group's knobs)."""
+    before = plan.shapes.get(cg.path)
+    if before is None:
+        return "its state at the plan is unknown"
+    now = Shape.of(cg)
+    if now.children != before.children:
+        added = sorted(now.children - before.children)
+        return ("child groups appeared since the plan (" + ", ".join(added) + ")" if added
+                else "its child groups changed since the plan")
+    if now.controls != before.controls | {CONTROLLER}:
+        return "its cgroup.subtree_control changed since the plan"
+    return None
+
+
+def _rollback(plan: Plan, structure: list[tuple[str, Cgroup]],
+              writes: list[tuple[Write, str]]) -> _Undone:
+    undone = _Undone()
+    # a group created by the plan is removed again: its values go with it
+    created = {cg.path for kind, cg in structure if kind == MKDIR}
+    for w, undo in reversed(writes):
+        group = w.group or plan.target
+        if group.path in created:
+            continue
+        try:
+            group.write(w.file, undo)
+        except CgroupError as e:
+            undone.errors.append(e)
+    for kind, cg in reversed(structure):
+        try:
+            if kind == MKDIR:
+                cg.remove()
+                continue
+            why = _unchanged_since_plan(plan, cg)
+            if why is None:
+                cg.write("cgroup.subtree_control", f"-{CONTROLLER}")
+            else:
+                undone.kept.append(f"{CONTROLLER} stays enabled in "
+                                   f"{cg.path / 'cgroup.subtree_control'}: {why}")
+        except CgroupError as e:
+            undone.errors.append(e)
+    return undone

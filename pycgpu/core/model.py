@@ -1,0 +1,241 @@
+"""One typed model of a cgroup's ``gpu.*`` files, and the one function that
+reads them.
+
+:data:`FILES` says, once, what each file of a group is: its name, its field
+in :class:`GroupFiles`, its parser (:mod:`pycgpu.core.formats`), whether
+people write it (a setting: read back to undo a write) or the kernel counts
+it, and where and how it appears in the ``pycgpu.show/v1`` document.
+:func:`read_group` reads a group's files into a frozen :class:`GroupFiles`.
+The rest are projections of it:
+
+- ``pycgpu show`` (:mod:`pycgpu.core.snapshot`): :func:`show_item`;
+- the show/v1 JSON schema (:mod:`pycgpu.core.schemas`): :func:`show_schema`;
+- the rollback of a plan (:class:`pycgpu.core.knobs.Write`): the value to
+  write back, :meth:`KernelFile.undo`;
+- the kernel source of ``pycgpu stat``/``top`` and the exporter
+  (:mod:`pycgpu.monitoring.kernel`): its files, in its order
+  (:data:`USAGE_FILES`), read by :func:`read_texts` and parsed by the
+  parsers here.
+
+A new kernel file is one :class:`KernelFile` in :data:`FILES` (and a field
+of :class:`GroupFiles`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import formats
+from .cgroup import read_interface
+from .formats import DevT, Weights
+
+SETTING, COUNTER = "setting", "counter"
+
+# JSON Schema pieces of show/v1 (draft 2020-12)
+_DEVT = r"^[0-9]+:[0-9]+$"
+_INT: dict[str, Any] = {"type": "integer"}
+
+
+def _per_device(value: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "propertyNames": {"pattern": _DEVT},
+            "additionalProperties": value}
+
+
+_COUNTERS = _per_device({"type": "object", "additionalProperties": _INT})
+
+
+def _keyed(d: Mapping[DevT, Any]) -> dict[str, Any]:
+    return {str(k): v for k, v in d.items()}
+
+
+def _weight_json(w: Weights) -> dict[str, Any]:
+    return {"default": w.default, "devices": _keyed(w.devices)}
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+@dataclass(frozen=True)
+class KernelFile:
+    """One gpu.* interface file of a group."""
+
+    name: str  # gpu.weight
+    attr: str  # its field in GroupFiles
+    parse: Callable[[str], Any]  # its text -> its value (FormatError)
+    kind: str  # SETTING (written by people) or COUNTER (kept by the kernel)
+    show_key: tuple[str, ...]  # where show/v1 has it: ("weight",), ("memory", "max")
+    to_json: Callable[[Any], Any]  # its value as show/v1 has it
+    schema: dict[str, Any]  # the JSON Schema of that
+
+    def undo(self, files: GroupFiles, key: DevT | None) -> str:
+        """What to write to this file to restore the value of @key (a
+        device; None: the file's only value, or gpu.weight's default) that
+        @files holds: the rollback of a write. FormatError when the file
+        did not parse, and for a file nobody writes."""
+        value = files.value(self.name)
+        if self.name == "gpu.weight":
+            if key is None:
+                return formats.format_weight_write(value.default)
+            return formats.format_weight_write(value.devices.get(key), key)
+        if self.name == "gpu.memory.max" and key is not None:
+            return formats.format_flat_keyed_write(key, value.get(key))
+        if self.name == "gpu.priority":
+            return str(value)
+        raise formats.FormatError(f"{self.name} is not a setting pycgpu writes back")
+
+
+def _int(name: str) -> Callable[[str], int]:
+    return lambda text: formats.parse_int(text, name)
+
+
+FILES: tuple[KernelFile, ...] = (
+    KernelFile("gpu.weight", "weight", formats.parse_weight, SETTING, ("weight",),
+               _weight_json, {"type": "object", "required": ["default", "devices"],
+                              "properties": {"default": _INT, "devices": _per_device(_INT)}}),
+    KernelFile("gpu.priority", "priority", _int("gpu.priority"), SETTING, ("priority",),
+               _same, _INT),
+    KernelFile("gpu.priority.effective", "priority_effective", _int("gpu.priority.effective"),
+               COUNTER, ("priority_effective",), _same, _INT),
+    KernelFile("gpu.memory.max", "memory_max", formats.parse_flat_keyed, SETTING,
+               ("memory", "max"), _keyed, _per_device({"type": ["integer", "null"]})),
+    KernelFile("gpu.memory.current", "memory_current", formats.parse_flat_keyed, COUNTER,
+               ("memory", "current"), _keyed, _per_device(_INT)),
+    KernelFile("gpu.memory.peak", "memory_peak", formats.parse_flat_keyed, COUNTER,
+               ("memory", "peak"), _keyed, _per_device(_INT)),
+    KernelFile("gpu.memory.events", "memory_events", formats.parse_nested_keyed, COUNTER,
+               ("memory", "events"), _keyed, _COUNTERS),
+    KernelFile("gpu.memory.events.local", "memory_events_local", formats.parse_nested_keyed,
+               COUNTER, ("memory", "events_local"), _keyed, _COUNTERS),
+    KernelFile("gpu.stat", "stat", formats.parse_nested_keyed, COUNTER, ("stat",), _keyed,
+               _COUNTERS),
+)
+FILE: dict[str, KernelFile] = {f.name: f for f in FILES}
+# what the kernel source of stat, top and the exporter reads, in its order:
+# gpu.stat first (a group without it has no gpu-enabled descendants)
+USAGE_FILES: tuple[str, ...] = ("gpu.stat", "gpu.memory.current", "gpu.memory.max",
+                                "gpu.memory.peak", "gpu.memory.events", "gpu.weight",
+                                "gpu.priority", "gpu.priority.effective")
+
+
+@dataclass(frozen=True)
+class GroupFiles:
+    """The gpu.* files of one group, parsed. A field is None when the group
+    has no such file (this kernel lacks it, or the controller does not
+    show it there) or when it did not parse: :attr:`errors` then names the
+    file and why, in the order of :data:`FILES`."""
+
+    path: str  # from the cgroup root, "/a/b"
+    present: frozenset[str] = frozenset()  # the files the group has
+    weight: Weights | None = None
+    priority: int | None = None
+    priority_effective: int | None = None
+    memory_max: Mapping[DevT, int | None] | None = None
+    memory_current: Mapping[DevT, int | None] | None = None
+    memory_peak: Mapping[DevT, int | None] | None = None
+    memory_events: Mapping[DevT, Mapping[str, int]] | None = None
+    memory_events_local: Mapping[DevT, Mapping[str, int]] | None = None
+    stat: Mapping[DevT, Mapping[str, int]] | None = None
+    errors: tuple[tuple[str, formats.FormatError], ...] = field(default=(), compare=False)
+
+    @property
+    def gpu_enabled(self) -> bool:
+        """Whether the gpu controller is enabled for the group (it has the
+        knobs; the root has only counters)."""
+        return "gpu.weight" in self.present
+
+    def value(self, name: str) -> Any:
+        """The parsed value of file @name; FormatError when the group lacks
+        it or it did not parse."""
+        for failed, error in self.errors:
+            if failed == name:
+                raise error
+        value = getattr(self, FILE[name].attr)
+        if value is None:
+            raise formats.FormatError(f"{self.path}: no {name}")
+        return value
+
+
+def read_texts(where: str | int, names: Collection[str]) -> dict[str, str | None]:
+    """The texts of files @names of the group directory @where (a path, or
+    a directory file descriptor), None for a file that does not exist;
+    :class:`pycgpu.core.cgroup.CgroupError` when one cannot be read."""
+    if isinstance(where, int):
+        return {name: read_interface(name, where) for name in names}
+    return {name: read_interface(os.path.join(where, name)) for name in names}
+
+
+def parse_texts(path: str, texts: Mapping[str, str | None]) -> GroupFiles:
+    """A group's files from their texts (:func:`read_texts`)."""
+    values: dict[str, Any] = {}
+    errors: list[tuple[str, formats.FormatError]] = []
+    present = []
+    for f in FILES:
+        text = texts.get(f.name)
+        if text is None:
+            continue
+        present.append(f.name)
+        try:
+            values[f.attr] = f.parse(text)
+        except formats.FormatError as e:
+            errors.append((f.name, e))
+    return GroupFiles(path, frozenset(present), errors=tuple(errors), **values)
+
+
+def read_group(where: str | int, path: str, present: Collection[str] | None = None,
+               names: Collection[str] | None = None) -> GroupFiles:
+    """The one reader of a group's gpu.* files: those of the directory
+    @where (a path or a directory file descriptor) of the group @path
+    ("/a/b"); only @present when the caller listed the directory already,
+    only @names when given (default: every file of :data:`FILES`).
+    A file that does not parse is in :attr:`GroupFiles.errors`; one that
+    cannot be read raises :class:`pycgpu.core.cgroup.CgroupError`."""
+    wanted = [f.name for f in FILES if (names is None or f.name in names)
+              and (present is None or f.name in present)]
+    return parse_texts(path, read_texts(where, wanted))
+
+
+# projections ------------------------------------------------------------------------
+
+
+def show_item(files: GroupFiles) -> dict[str, Any]:
+    """The ``cgroups`` item of ``pycgpu.show/v1``: numbers as numbers,
+    ``max`` as null, devices keyed ``MAJ:MIN``, a file the group lacks left
+    out. FormatError for the first file that did not parse."""
+    if files.errors:
+        raise files.errors[0][1]
+    item: dict[str, Any] = {"path": files.path, "gpu_enabled": files.gpu_enabled}
+    memory: dict[str, Any] = {}
+    for f in FILES:
+        value = getattr(files, f.attr)
+        if value is None:
+            continue
+        if len(f.show_key) == 1:
+            item[f.show_key[0]] = f.to_json(value)
+        else:
+            memory[f.show_key[1]] = f.to_json(value)
+    if memory:
+        item["memory"] = memory
+    return item
+
+
+def show_schema() -> dict[str, Any]:
+    """The JSON Schema of a show/v1 ``cgroups`` item, from :data:`FILES`."""
+    props: dict[str, Any] = {"path": {"type": "string", "pattern": "^/"},
+                             "gpu_enabled": {"type": "boolean"}}
+    memory: dict[str, Any] = {}
+    for f in FILES:
+        if len(f.show_key) == 1:
+            props[f.show_key[0]] = f.schema
+            if f.show_key[0] == "priority_effective":
+                # the ancestor whose gpu.priority caps the effective one (added in v1)
+                props["priority_capped_by"] = {"type": "string", "pattern": "^/"}
+        else:
+            memory[f.show_key[1]] = f.schema
+    props["memory"] = {"type": "object", "properties": memory}
+    stat = props.pop("stat")
+    props["stat"] = stat
+    return {"type": "object", "required": ["path", "gpu_enabled"], "properties": props}

@@ -1,0 +1,348 @@
+"""The kernel source: the gpu controller's own counters, per cgroup.
+
+One refresh walks the cgroup tree and reads, for every group with the gpu
+controller enabled, the files of :data:`pycgpu.core.model.USAGE_FILES`
+(``gpu.stat``, ``gpu.memory.{current,max,peak,events}``, ``gpu.weight``,
+``gpu.priority`` and ``gpu.priority.effective``) by
+:func:`pycgpu.core.model.read_texts`, with the parsers of the model's
+files: a :class:`~pycgpu.monitoring.GroupUsage` is a projection of the
+model, by device. The walk is cheap on hosts with thousands
+of containers:
+
+- a group without ``gpu.stat`` has no gpu-enabled descendants (the
+  controller must be enabled in each parent), so the walk stops there;
+- on cgroupfs (kernfs) a directory's link count is 2 + its number of
+  sub-directories, so leaf groups (nearly all of them) are never listed:
+  one ``stat`` instead of a ``scandir`` of their ~80 interface files;
+- files are opened relative to the group's directory (``openat``: no walk
+  of the long path of a Kubernetes container per file) and read with one
+  ``read`` each, no ``pathlib``;
+- the parse of a set of file texts is cached: idle containers have the same
+  texts, and an idle container's texts do not change from one refresh to the
+  next; a working container's counters (gpu.stat, gpu.memory.current, ...)
+  change at every refresh, so they are parsed by one regular expression per
+  file (the kernel's exact format; anything else goes to the general
+  parsers), while its settings files are parsed once per text.
+
+``gpu.stat`` counters are hierarchical: an inner group's usage includes its
+children's. :attr:`GroupUsage.leaf` tells the groups apart. The root cgroup
+has only ``gpu.stat`` and ``gpu.memory.current``, with each device's totals
+(the root's own and the kernel's work included): they go to
+:attr:`Sample.totals`, not to a group.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeAlias, TypeVar
+
+from ..core import formats, model
+from ..core.cgroup import read_interface
+from . import KERNEL, DeviceUsage, GroupUsage, Sample, Source, SourceError
+
+_O_FLAGS = os.O_RDONLY | os.O_CLOEXEC
+_O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | getattr(os, "O_PATH", 0)
+
+# every file read, in order; gpu.stat first (its absence ends the group)
+FILES = model.USAGE_FILES
+_PARSE = {name: model.FILE[name].parse for name in FILES}
+_CACHE_MAX = 4096
+
+
+def _read(name: str, dir_fd: int) -> str | None:
+    """The text of file @name in the directory @dir_fd, or None if it does not exist."""
+    return read_interface(name, dir_fd)
+
+
+# The kernel writes these files in one shape: a text in exactly that shape is
+# read by one regular expression (a busy node's counters change at every
+# refresh, so these texts are parsed, not found in the cache); any other text
+# goes to the model's parsers (pycgpu.core.model.FILES), which also word the errors.
+# Digits are ASCII only and as long as formats accepts, so both read the same.
+_D = r"[0-9]{1,10}:[0-9]{1,10}"
+_N = r"[0-9]{1,20}"
+_STAT = re.compile(rf"(?:{_D} usage_usec={_N} wait_usec={_N}\n)*")
+_STAT_LINE = re.compile(rf"({_D}) usage_usec=({_N}) wait_usec=({_N})\n")
+_FLAT = re.compile(rf"(?:{_D} (?:{_N}|max)\n)*")
+_FLAT_LINE = re.compile(rf"({_D}) ({_N}|max)\n")
+_EVENTS = re.compile(rf"(?:{_D} max={_N}\n)*")
+_EVENTS_LINE = re.compile(rf"({_D}) max=({_N})\n")
+
+
+_DEVTS: dict[str, formats.DevT] = {}
+
+
+def _devt(text: str) -> formats.DevT:
+    """The device of a MAJ:MIN the fast patterns matched (range-checked once)."""
+    devt = _DEVTS.get(text)
+    if devt is None:
+        devt = formats.DevT.parse(text)
+        if len(_DEVTS) < 256:
+            _DEVTS[text] = devt
+    return devt
+
+
+def _stat(text: str) -> dict[formats.DevT, tuple[int, int]]:
+    """gpu.stat: device -> (GPU time, wait time) in ns."""
+    if _STAT.fullmatch(text):
+        return {_devt(d): (int(u) * 1000, int(w) * 1000)
+                for d, u, w in _STAT_LINE.findall(text)}
+    return {d: (keys.get("usage_usec", 0) * 1000, keys.get("wait_usec", 0) * 1000)
+            for d, keys in _PARSE["gpu.stat"](text).items()}
+
+
+def _flat(text: str) -> dict[formats.DevT, int | None]:
+    """gpu.memory.{current,max,peak}: device -> bytes (None: max)."""
+    if _FLAT.fullmatch(text):
+        return {_devt(d): None if v == formats.MAX else int(v)
+                for d, v in _FLAT_LINE.findall(text)}
+    return _PARSE["gpu.memory.current"](text)  # type: ignore[no-any-return]
+
+
+def _limit_hits(text: str) -> dict[formats.DevT, int]:
+    """gpu.memory.events: device -> max=N."""
+    if _EVENTS.fullmatch(text):
+        return {_devt(d): int(v) for d, v in _EVENTS_LINE.findall(text)}
+    return {d: keys.get("max", 0) for d, keys in _PARSE["gpu.memory.events"](text).items()}
+
+
+@dataclass
+class _Parsed:
+    """What one set of file texts says, shared by the groups that have the same texts."""
+
+    devices: dict[formats.DevT, DeviceUsage]
+    priority: int | None
+    priority_effective: int | None
+    error: str | None
+
+
+_T = TypeVar("_T")
+# a file's parse, its error, or None: the file is not there
+_Piece: TypeAlias = _T | formats.FormatError | None
+
+
+def _try(parse: Callable[[str], _T], text: str | None) -> _Piece[_T]:
+    if text is None:
+        return None
+    try:
+        return parse(text)
+    except formats.FormatError as e:
+        return e
+
+
+def _ok(piece: _Piece[_T]) -> _T | None:
+    if isinstance(piece, formats.FormatError):
+        raise piece
+    return piece
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """A group's settings files parsed: gpu.memory.max, gpu.weight,
+    gpu.priority[.effective]. They change when someone writes them, not as
+    the group works, so their parse is cached by their texts while the
+    counters' files are parsed at every refresh. A file that does not parse
+    holds its error, raised where :func:`_parse` reaches it."""
+
+    max: _Piece[dict[formats.DevT, int | None]]
+    weight: _Piece[formats.Weights]
+    priority: _Piece[int]
+    effective: _Piece[int]
+
+
+def _settings(max_: str | None, weight: str | None, priority: str | None,
+              effective: str | None) -> _Settings:
+    return _Settings(_try(_flat, max_ or ""), _try(_PARSE["gpu.weight"], weight),
+                     _try(_PARSE["gpu.priority"], priority),
+                     _try(_PARSE["gpu.priority.effective"], effective))
+
+
+_SettingsCache = dict[tuple[str | None, ...], _Settings]
+
+
+def _parse(texts: tuple[str | None, ...], cache: _SettingsCache | None = None) -> _Parsed:
+    key = texts[2], texts[5], texts[6], texts[7]
+    settings = cache.get(key) if cache is not None else None
+    if settings is None:
+        settings = _settings(*key)
+        if cache is not None:
+            cache[key] = settings
+    try:
+        return _parse_valid(texts, settings)
+    except formats.FormatError:
+        return _parse_in_order(texts, settings)
+
+
+def _parse_valid(texts: tuple[str | None, ...], settings: _Settings) -> _Parsed:
+    """:func:`_parse` of texts that all parse (FormatError otherwise): each
+    file read whole, then one DeviceUsage per device."""
+    stat, current, _, peak, events, weight, priority, effective = texts
+    st = _stat(stat or "")
+    none: dict[formats.DevT, Any] = {}
+    cur = mx = pk = ev = none
+    if current is not None:
+        cur, mx, pk, ev = (_flat(current), _ok(settings.max) or none, _flat(peak or ""),
+                           _limit_hits(events or ""))
+    weights = _ok(settings.weight) if weight is not None else None
+    prio = _ok(settings.priority) if priority is not None else None
+    prio_eff = _ok(settings.effective) if effective is not None else None
+    keys = st.keys() | cur.keys() | mx.keys() | pk.keys() | ev.keys()
+    devices: dict[formats.DevT, DeviceUsage] = {}
+    for d in sorted(keys):
+        du = devices[d] = DeviceUsage()
+        if d in st:
+            du.gpu_time_ns, du.wait_ns = st[d]
+        memory = du.memory
+        if d in cur:
+            memory["current"] = cur[d] or 0
+        if d in mx:
+            memory["max"] = mx[d]
+        if d in pk:
+            memory["peak"] = pk[d] or 0
+        if d in ev:
+            memory["limit_hits"] = ev[d]
+        if weights is not None:
+            du.weight = weights.for_device(d)
+    return _Parsed(devices, prio, prio_eff, None)
+
+
+def _parse_in_order(texts: tuple[str | None, ...], settings: _Settings) -> _Parsed:
+    """:func:`_parse` file by file in the order of FILES, up to the first
+    that does not parse: what was read before it is kept, with the error."""
+    stat, current, _, peak, events, weight, priority, effective = texts
+    devices: dict[formats.DevT, DeviceUsage] = {}
+
+    def dev(d: formats.DevT) -> DeviceUsage:
+        du = devices.get(d)
+        if du is None:
+            du = devices[d] = DeviceUsage()
+        return du
+
+    fname = FILES[0]
+    prio = prio_eff = None
+    try:
+        for d, (gpu_time, wait) in _stat(stat or "").items():
+            du = dev(d)
+            du.gpu_time_ns, du.wait_ns = gpu_time, wait
+        if current is not None:
+            fname = FILES[1]
+            for d, v in _flat(current).items():
+                dev(d).memory["current"] = v or 0
+            fname = FILES[2]
+            for d, v in (_ok(settings.max) or {}).items():
+                dev(d).memory["max"] = v
+            fname = FILES[3]
+            for d, v in _flat(peak or "").items():
+                dev(d).memory["peak"] = v or 0
+            fname = FILES[4]
+            for d, hits in _limit_hits(events or "").items():
+                dev(d).memory["limit_hits"] = hits
+        if weight is not None:
+            fname = FILES[5]
+            weights = _ok(settings.weight)
+            assert weights is not None
+            for d, du in devices.items():
+                du.weight = weights.for_device(d)
+        if priority is not None:
+            fname = FILES[6]
+            prio = _ok(settings.priority)
+        if effective is not None:
+            fname = FILES[7]
+            prio_eff = _ok(settings.effective)
+    except formats.FormatError as e:
+        return _Parsed(dict(sorted(devices.items())), prio, prio_eff, f"{fname}: {e}")
+    return _Parsed(dict(sorted(devices.items())), prio, prio_eff, None)
+
+
+class KernelSource(Source):
+    """Samples of this source share DeviceUsage objects between groups whose
+    files read the same (idle containers): treat samples as read-only."""
+
+    name = KERNEL
+
+    def __init__(self, mount: Path) -> None:
+        self.mount = Path(mount)
+        self._parsed: dict[tuple[str | None, ...], _Parsed] = {}
+        self._settings: _SettingsCache = {}
+
+    def _read(self, sample: Sample) -> None:
+        root = str(self.mount)
+        groups = sample.groups
+        stack = [(root, "")]
+        if len(self._parsed) > _CACHE_MAX:
+            self._parsed.clear()
+        if len(self._settings) > _CACHE_MAX:
+            self._settings.clear()
+        self._totals(root, sample)
+        while stack:
+            dirpath, rel = stack.pop()
+            try:
+                with os.scandir(dirpath) as it:
+                    subdirs = [(e.name, e.path) for e in it if e.is_dir(follow_symlinks=False)]
+            except OSError as e:
+                if not rel:
+                    raise SourceError(e.errno or 0, f"cannot list {root}: {e.strerror}") from None
+                continue  # removed while we walked
+            parent = groups.get(rel)
+            for name, path in subdirs:
+                child_rel = f"{rel}/{name}"
+                try:
+                    dfd = os.open(path, _O_DIR)
+                except OSError:
+                    continue  # removed while we walked
+                try:
+                    group = self._group(dfd, path, child_rel, sample)
+                    if group is None:
+                        continue  # no gpu.* here, so none below either
+                    nlink = os.stat(dfd).st_nlink
+                except OSError as e:
+                    sample.error(f"{path}: {e.strerror}", child_rel)
+                    continue
+                finally:
+                    os.close(dfd)
+                groups[child_rel] = group
+                if parent is not None:
+                    parent.leaf = False
+                if nlink != 2:  # sub-directories (or a file system that does not count)
+                    stack.append((path, child_rel))
+
+    def _totals(self, root: str, sample: Sample) -> None:
+        """The devices' totals from the root's files, where the kernel has them."""
+        try:
+            dfd = os.open(root, _O_DIR)
+        except OSError as e:
+            raise SourceError(e.errno or 0, f"cannot open {root}: {e.strerror}") from None
+        try:
+            stat = _read(FILES[0], dfd)
+            # a mount of a non-root cgroup (a cgroup namespace) has knobs at its
+            # top: its counters are its own, not the device's totals
+            if stat is None or _read("gpu.weight", dfd) is not None:
+                return
+            texts = (stat, _read(FILES[1], dfd), None, None, None, None, None, None)
+        except OSError as e:
+            sample.error(f"{root}: {e.strerror or e}")
+            return
+        finally:
+            os.close(dfd)
+        parsed = _parse(texts)
+        if parsed.error is not None:
+            sample.error(f"{root}/{parsed.error}")
+        sample.totals = parsed.devices
+
+    def _group(self, dfd: int, path: str, rel: str, sample: Sample) -> GroupUsage | None:
+        stat = _read(FILES[0], dfd)
+        if stat is None:
+            return None
+        texts = (stat, *model.read_texts(dfd, FILES[1:]).values())
+        parsed = self._parsed.get(texts)
+        if parsed is None:
+            parsed = self._parsed[texts] = _parse(texts, self._settings)
+        if parsed.error is not None:
+            sample.error(f"{path}/{parsed.error}", rel)
+        return GroupUsage(rel, priority=parsed.priority,
+                          priority_effective=parsed.priority_effective,
+                          devices=parsed.devices)

@@ -1,0 +1,160 @@
+"""The ``pycgpu.io/*`` container annotations: GPU knobs and the image check
+for containers whose runtime path has no ``linux.resources.unified`` (CDI
+with Docker, containerd, CRI-O; Kubernetes pods).
+
+The annotations are read by the createRuntime hook (:mod:`pycgpu.runtime.hook`) and
+written by ``pycgpu oci patch --hook``. Their values use the syntax of the
+CLI options, comma-separated when there are several:
+
+- ``pycgpu.io/gpu.weight``: ``300``, ``renderD128=50``, ``300,226:129=default``
+- ``pycgpu.io/gpu.priority``: ``-10``
+- ``pycgpu.io/gpu.memory.max``: ``renderD128=2G,renderD129=max``
+- ``pycgpu.io/image-check``: ``enforce``, ``warn`` or ``off``
+- ``pycgpu.io/share-ids``: ``renderD128-s0,renderD128-s1``, set by the device
+  plugin: not a knob, recorded on the cgroup for the exporter's pod labels
+
+Only these keys are accepted under the ``pycgpu.io/`` prefix: any other
+``pycgpu.io/`` key makes the whole request invalid (fail closed). CRI-O's
+CVE-2023-6476 came from an annotation that passed arbitrary cgroup files
+through; here every value is parsed by the parser of the CLI's options
+(:func:`pycgpu.core.knobs.parse_settings`) and written back in the kernel's
+format, to the three knob files only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+
+from ..core import formats
+from ..core.errors import Error
+from ..core.knobs import DeviceResolver, InvalidRequest, Names, Settings, parse_settings
+
+PREFIX = "pycgpu.io/"
+WEIGHT = PREFIX + "gpu.weight"
+PRIORITY = PREFIX + "gpu.priority"
+MEMORY_MAX = PREFIX + "gpu.memory.max"
+IMAGE_CHECK = PREFIX + "image-check"
+# the device plugin's share IDs of the container (renderD128-s3,...): no knob;
+# the hook records them on the cgroup for the exporter's pod labels
+SHARE_IDS = PREFIX + "share-ids"
+KNOBS = (WEIGHT, PRIORITY, MEMORY_MAX)
+ALLOWED = (*KNOBS, IMAGE_CHECK, SHARE_IDS)
+_SHARE_ID = re.compile(r"renderD[0-9]{1,6}-s[0-9]{1,3}")
+ENFORCE, WARN, OFF = "enforce", "warn", "off"
+IMAGE_CHECK_MODES = (ENFORCE, WARN, OFF)
+
+class AnnotationError(Error, ValueError):
+    """An annotation that is not allowed or does not parse: nothing is applied."""
+
+
+@dataclass
+class Request:
+    """What a container's annotations ask for."""
+
+    settings: Settings = field(default_factory=Settings)
+    image_check: str = OFF
+    keys: list[str] = field(default_factory=list)
+    share_ids: tuple[str, ...] = ()
+
+    def is_empty(self) -> bool:
+        return self.settings.is_empty() and self.image_check == OFF
+
+
+def _values(key: str, value: str) -> tuple[str, ...]:
+    items = tuple(v.strip() for v in value.split(","))
+    if not value.strip() or any(not v for v in items):
+        raise AnnotationError(f"annotation {key}={formats.shown(value)}: empty value (give e.g. "
+                              f"{_EXAMPLES[key]})")
+    return items
+
+
+_EXAMPLES = {
+    SHARE_IDS: "'renderD128-s0,renderD128-s1'",
+    WEIGHT: "'300' or 'renderD128=50'",
+    PRIORITY: "'-10'",
+    MEMORY_MAX: "'renderD128=2G' or 'renderD128=2G,renderD129=512M'",
+}
+
+_NAMES = Names(WEIGHT, PRIORITY, MEMORY_MAX)
+
+
+def parse(annotations: Mapping[str, object], resolve: DeviceResolver,
+          allowed: Collection[str] = ALLOWED) -> Request:
+    """The request in @annotations; keys outside ``pycgpu.io/`` are ignored;
+    @resolve turns a DEV into the render node's number; @allowed are the
+    keys this node accepts (a subset of :data:`ALLOWED`: the node's
+    allow-list, :mod:`pycgpu.runtime.allowlist`). Raises :class:`AnnotationError`
+    for an unknown ``pycgpu.io/`` key, a known one that is not allowed, or
+    a value that does not parse."""
+    ours = {k: v for k, v in annotations.items() if k.startswith(PREFIX)}
+    unknown = sorted(k for k in ours if k not in ALLOWED)
+    if unknown:
+        raise AnnotationError(
+            f"annotation {unknown[0]} is not allowed: only {', '.join(ALLOWED)} are "
+            "accepted (no other cgroup file is ever written)")
+    # share-ids sets no knob (a label source): never subject to the allow-list
+    refused = sorted(k for k in ours if k not in allowed and k != SHARE_IDS)
+    if refused:
+        raise AnnotationError(
+            f"annotation {refused[0]} is not on this node's allow-list ("
+            + (", ".join(k for k in ALLOWED if k in allowed and k != SHARE_IDS) or "nothing")
+            + " allowed; the node's administrator sets it: /etc/pycgpu/runtime/annotations.allow "
+            "or the hook's --allow)")
+    request = Request(keys=sorted(ours))
+    for key, value in ours.items():
+        if not isinstance(value, str):
+            raise AnnotationError(f"annotation {key} is {value!r}, not a string")
+    if IMAGE_CHECK in ours:
+        mode = str(ours[IMAGE_CHECK]).strip()
+        if mode not in IMAGE_CHECK_MODES:
+            raise AnnotationError(f"annotation {IMAGE_CHECK}={mode!r}: give "
+                                  + ", ".join(IMAGE_CHECK_MODES))
+        request.image_check = mode
+    if SHARE_IDS in ours:
+        ids = _values(SHARE_IDS, str(ours[SHARE_IDS]))
+        bad = [i for i in ids if not _SHARE_ID.fullmatch(i)]
+        if bad:
+            raise AnnotationError(f"annotation {SHARE_IDS}: {formats.shown(bad[0])} is not a "
+                                  "share ID (renderDN-sK)")
+        request.share_ids = ids
+    parts: list[Settings] = []
+    for key in KNOBS:
+        if key not in ours:
+            continue
+        values = _values(key, str(ours[key]))
+        try:
+            if key == WEIGHT:
+                parts.append(parse_settings(values, None, (), resolve, _NAMES))
+            elif key == PRIORITY:
+                if len(values) > 1:
+                    raise AnnotationError(f"annotation {key} takes one value")
+                parts.append(parse_settings((), values[0], (), resolve, _NAMES))
+            else:
+                parts.append(parse_settings((), None, values, resolve, _NAMES))
+        except InvalidRequest as e:
+            raise AnnotationError(f"annotation {e}") from None
+    for part in parts:
+        s = request.settings
+        s.weight = part.weight if part.weight is not None else s.weight
+        s.device_weights.update(part.device_weights)
+        s.priority = part.priority if part.priority is not None else s.priority
+        s.memory_max.update(part.memory_max)
+    return request
+
+
+def format_settings(settings: Settings) -> dict[str, str]:
+    """The annotations that carry @settings (the inverse of :func:`parse`)."""
+    out: dict[str, str] = {}
+    weights = [] if settings.weight is None else [str(settings.weight)]
+    weights += [f"{dev}={formats.DEFAULT if w is None else w}"
+                for dev, w in sorted(settings.device_weights.items())]
+    if weights:
+        out[WEIGHT] = ",".join(weights)
+    if settings.priority is not None:
+        out[PRIORITY] = str(settings.priority)
+    if settings.memory_max:
+        out[MEMORY_MAX] = ",".join(f"{dev}={formats.format_size(v)}"
+                                   for dev, v in sorted(settings.memory_max.items()))
+    return out

@@ -1,0 +1,58 @@
+"""Container Device Interface specs for the render nodes.
+
+CDI (podman, containerd, CRI-O, Docker 25+ with the cdi feature, default in
+Docker 28) injects device nodes, mounts, environment and hooks into a
+container's OCI config; it has no resource fields at all. So the spec gives
+one device per render node (named after it: ``pycgpu.io/gpu=renderD128``)
+plus ``all``, and optionally a createRuntime hook, ``pycgpu oci hook``,
+which applies the knobs the container's ``pycgpu.io/gpu.*`` annotations ask
+for (:mod:`pycgpu.runtime.annotations`) to its cgroup.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .oci import CONTAINER_DRI, DEVICE_ACCESS, HookCommand
+
+if TYPE_CHECKING:
+    from ..core.devices import Device
+
+# The lowest version that has every field the spec uses (deviceNodes.hostPath
+# came in 0.5.0): CDI readers refuse versions newer than they know, and
+# Debian 12's podman 4.3 and containerd 1.7 read at most 0.5.0.
+CDI_VERSION = "0.5.0"
+KIND = "pycgpu.io/gpu"
+ALL = "all"
+
+
+def device_node(dev: Device) -> dict[str, Any]:
+    """One CDI ``deviceNodes`` entry: the container path, the host path
+    where it differs, and the device number (``permissions`` are the device
+    cgroup access: CDI runtimes add the allow rule themselves)."""
+    node: dict[str, Any] = {"path": f"{CONTAINER_DRI}/{dev.name}"}
+    if str(dev.render_node) != node["path"]:
+        node["hostPath"] = str(dev.render_node)
+    node.update(type="c", major=dev.devt.major, minor=dev.devt.minor, permissions=DEVICE_ACCESS)
+    return node
+
+
+def spec(devices: list[Device], hook: HookCommand | None = None) -> dict[str, Any]:
+    """The CDI spec for @devices (render nodes, in order), with the
+    createRuntime @hook in the spec-wide edits (applied to every container
+    that gets one of these devices) when given."""
+    if not devices:
+        raise ValueError("no render nodes to describe")
+    entries = [{"name": d.name, "containerEdits": {"deviceNodes": [device_node(d)]}}
+               for d in devices]
+    entries.append({"name": ALL,
+                    "containerEdits": {"deviceNodes": [device_node(d) for d in devices]}})
+    doc: dict[str, Any] = {"cdiVersion": CDI_VERSION, "kind": KIND, "devices": entries}
+    if hook is not None:
+        doc["containerEdits"] = {"hooks": [{"hookName": "createRuntime", **hook.oci()}]}
+    return doc
+
+
+def qualified_name(name: str) -> str:
+    """``pycgpu.io/gpu=renderD128``: what ``--device`` takes in podman and Docker."""
+    return f"{KIND}={name}"

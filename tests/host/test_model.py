@@ -1,0 +1,123 @@
+"""pycgpu.core.model: the one model of a group's gpu.* files, read by one
+function, and the projections of it (show/v1 items, the show/v1 schema,
+the rollback's values, the kernel source's files)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pycgpu.core import model, schemas, snapshot
+from pycgpu.core.formats import DevT, FormatError, Weights
+from pycgpu.monitoring import kernel
+
+A, B = DevT(226, 128), DevT(226, 129)
+
+TEXTS = {
+    "gpu.weight": "default 300\n226:129 20\n",
+    "gpu.priority": "-3\n",
+    "gpu.priority.effective": "-5\n",
+    "gpu.memory.max": "226:128 1073741824\n226:129 max\n",
+    "gpu.memory.current": "226:128 4096\n226:129 0\n",
+    "gpu.memory.peak": "226:128 8192\n226:129 0\n",
+    "gpu.memory.events": "226:128 max=2\n226:129 max=0\n",
+    "gpu.memory.events.local": "226:128 max=1\n226:129 max=0\n",
+    "gpu.stat": "226:128 usage_usec=10 wait_usec=2\n226:129 usage_usec=0 wait_usec=0\n",
+}
+
+
+@pytest.fixture
+def group(tmp_path):
+    for name, text in TEXTS.items():
+        (tmp_path / name).write_text(text)
+    return tmp_path
+
+
+def test_read_group_types_every_file(group):
+    files = model.read_group(str(group), "/a")
+    assert files == model.GroupFiles(
+        "/a", frozenset(TEXTS), weight=Weights(300, {B: 20}), priority=-3,
+        priority_effective=-5, memory_max={A: 1 << 30, B: None},
+        memory_current={A: 4096, B: 0}, memory_peak={A: 8192, B: 0},
+        memory_events={A: {"max": 2}, B: {"max": 0}},
+        memory_events_local={A: {"max": 1}, B: {"max": 0}},
+        stat={A: {"usage_usec": 10, "wait_usec": 2}, B: {"usage_usec": 0, "wait_usec": 0}})
+    assert files.gpu_enabled and files.errors == ()
+    with pytest.raises(AttributeError):
+        files.priority = 1  # type: ignore[misc]  # frozen
+
+
+def test_a_file_missing_or_not_listed_is_none(group):
+    (group / "gpu.memory.peak").unlink()
+    files = model.read_group(str(group), "/a", present={"gpu.stat", "gpu.weight"})
+    assert files.present == {"gpu.stat", "gpu.weight"}
+    assert files.priority is None and files.stat is not None
+    assert model.read_group(str(group), "/a").memory_peak is None
+    root = model.read_group(str(group), "/", names=("gpu.stat", "gpu.memory.current"))
+    assert not root.gpu_enabled and root.weight is None and root.memory_current == {
+        A: 4096, B: 0}
+
+
+def test_a_file_that_does_not_parse_is_an_error_of_the_model(group):
+    (group / "gpu.priority").write_text("high\n")
+    files = model.read_group(str(group), "/a")
+    assert files.priority is None and files.weight is not None
+    assert [(name, str(e)) for name, e in files.errors] == [
+        ("gpu.priority", "gpu.priority: 'high' is not an integer")]
+    with pytest.raises(FormatError, match="'high' is not an integer"):
+        files.value("gpu.priority")
+    with pytest.raises(FormatError, match=r"/a: no gpu\.memory\.events"):
+        model.read_group(str(group), "/a", names=("gpu.stat",)).value("gpu.memory.events")
+
+
+def test_show_items_are_a_projection_of_the_model(group):
+    item = snapshot.read_group(str(group), "/a", set(TEXTS))
+    assert item == model.show_item(model.read_group(str(group), "/a"))
+    assert json.dumps(item) == json.dumps({
+        "path": "/a", "gpu_enabled": True,
+        "weight": {"default": 300, "devices": {"226:129": 20}},
+        "priority": -3, "priority_effective": -5,
+        "stat": {"226:128": {"usage_usec": 10, "wait_usec": 2},
+                 "226:129": {"usage_usec": 0, "wait_usec": 0}},
+        "memory": {"max": {"226:128": 1073741824, "226:129": None},
+                   "current": {"226:128": 4096, "226:129": 0},
+                   "peak": {"226:128": 8192, "226:129": 0},
+                   "events": {"226:128": {"max": 2}, "226:129": {"max": 0}},
+                   "events_local": {"226:128": {"max": 1}, "226:129": {"max": 0}}}})
+
+
+def test_the_show_schema_has_every_file_of_the_model():
+    props = schemas.SHOW_SCHEMA["properties"]["cgroups"]["items"]["properties"]
+    for f in model.FILES:
+        where = props if len(f.show_key) == 1 else props["memory"]["properties"]
+        assert where[f.show_key[-1]] == f.schema, f.name
+    assert list(props) == ["path", "gpu_enabled", "weight", "priority", "priority_effective",
+                           "priority_capped_by", "memory", "stat"]
+
+
+def test_the_rollback_writes_back_what_the_model_read(group):
+    files = model.read_group(str(group), "/a")
+    undo = {name: model.FILE[name].undo for name in ("gpu.weight", "gpu.priority",
+                                                      "gpu.memory.max")}
+    assert undo["gpu.weight"](files, None) == "default 300"
+    assert undo["gpu.weight"](files, B) == "226:129 20"
+    assert undo["gpu.weight"](files, A) == "226:128 default"
+    assert undo["gpu.priority"](files, None) == "-3"
+    assert undo["gpu.memory.max"](files, A) == "226:128 1073741824"
+    assert undo["gpu.memory.max"](files, B) == "226:129 max"
+    assert [f.name for f in model.FILES if f.kind == model.SETTING] == list(undo)
+    with pytest.raises(FormatError):
+        model.FILE["gpu.stat"].undo(files, A)
+
+
+def test_the_kernel_source_reads_the_model_files_with_its_parsers():
+    assert kernel.FILES == model.USAGE_FILES and kernel.FILES[0] == "gpu.stat"
+    assert set(kernel.FILES) <= set(model.FILE)
+    # its fast parsers read what the model's read, and leave the rest to them
+    assert kernel._stat(TEXTS["gpu.stat"]) == {A: (10_000, 2_000), B: (0, 0)}
+    assert kernel._stat("226:128 wait_usec=2 usage_usec=10\n") == {A: (10_000, 2_000)}
+    assert kernel._flat(TEXTS["gpu.memory.max"]) == model.FILE["gpu.memory.max"].parse(
+        TEXTS["gpu.memory.max"])
+    with pytest.raises(FormatError, match="is not a device number"):
+        kernel._flat("nodev 5\n")
