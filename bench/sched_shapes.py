@@ -37,7 +37,7 @@ from typing import Any
 from schedload import JOB_NS, WINDOW_S, Pulse, devt, load_simgpu, progress, usage
 from simgpu import ClientProcess, Load, SimGpu
 
-from pycgpu.cgroup import Cgroup
+from pycgpu.core.cgroup import Cgroup
 
 MULTISLOT_CREDITS = (2, 4, 256)
 SHALLOW_WEIGHTS = {900: 90.0, 100: 50.0}

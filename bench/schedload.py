@@ -13,8 +13,8 @@ from pathlib import Path
 import common  # noqa: F401  first: it puts tests/ on sys.path
 from simgpu import ClientProcess, SimGpu, render_nodes
 
-from pycgpu import formats
-from pycgpu.cgroup import Cgroup
+from pycgpu.core import formats
+from pycgpu.core.cgroup import Cgroup
 
 BASE = os.environ.get("PYCGPU_BASE", "6.12")
 # what device 1 keeps: drm_sched's FIFO on 6.12; on 7.3 the boot's FAIR
