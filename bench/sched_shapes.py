@@ -59,16 +59,23 @@ def busy_over(groups: list[Cgroup], node: Path, seconds: float) -> tuple[list[fl
     return shares, total / 1e6 / (t1 - t0)
 
 
+def pair(top: Cgroup, name: str, weight: int) -> tuple[Cgroup, Cgroup, Cgroup]:
+    """A cgroup @name under @top and its two children: a client's at @weight
+    and a saturating one's at 100."""
+    base = top.child(name)
+    client, deep = base.child("client"), base.child("deep")
+    for g in (base, client, deep):
+        g.create()
+    client.set_weight(weight)
+    deep.set_weight(100)
+    return base, client, deep
+
+
 def multislot_shallow(top: Cgroup, credits: int, weight: int) -> float:
     """The share in % of a client keeping one job queued at @weight against a
     saturating client at 100, on an engine that takes @credits jobs."""
     node, _ = load_simgpu(credits=str(credits))
-    base = top.child(f"multislot{credits}-{weight}")
-    sh, deep = base.child("shallow"), base.child("deep")
-    for g in (base, sh, deep):
-        g.create()
-    sh.set_weight(weight)
-    deep.set_weight(100)
+    base, sh, deep = pair(top, f"multislot{credits}-{weight}", weight)
     loads: list[Load] = []
     try:
         loads.append(Load(node, deep.path, JOB_NS, depth=credits + 4))
@@ -88,12 +95,7 @@ def think_share(top: Cgroup, fraction: float) -> tuple[float, float, float]:
     THINK_WEIGHT, against a saturating client at 100: (its demand, what it
     gets, the fraction of the engine left idle), in % (see the top)."""
     node, _ = load_simgpu()
-    base = top.child(f"think{int(fraction * 100)}")
-    thinker, deep = base.child("thinker"), base.child("deep")
-    for g in (base, thinker, deep):
-        g.create()
-    thinker.set_weight(THINK_WEIGHT)
-    deep.set_weight(100)
+    base, thinker, deep = pair(top, f"think{int(fraction * 100)}", THINK_WEIGHT)
     pause_s = fraction * JOB_NS / 1e9
     loads: list[ClientProcess] = []
     try:

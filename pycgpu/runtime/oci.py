@@ -342,6 +342,16 @@ def _object(parent: dict[str, Any], key: str, where: str) -> dict[str, Any]:
     return value
 
 
+def _set_all(table: dict[str, Any], values: dict[str, str], where: str) -> list[str]:
+    """Sets each of @values in @table, the object at @where: what changed."""
+    changes = []
+    for key, value in values.items():
+        if table.get(key) != value:
+            table[key] = value
+            changes.append(f"set {where}[{key!r}] = {value!r}")
+    return changes
+
+
 def _array(parent: dict[str, Any], key: str, where: str) -> list[Any]:
     """parent[key] as an array of objects, created empty if missing or null
     (Go encodes a nil slice as null)."""
@@ -428,11 +438,7 @@ def apply(doc: dict[str, Any], patch: Patch) -> list[str]:
         resources = _object(linux, "resources", "linux.resources")
         if unified_values:
             table = _object(resources, "unified", "linux.resources.unified")
-            for name, value in unified_values.items():
-                if table.get(name) == value:
-                    continue
-                table[name] = value
-                changes.append(f"set linux.resources.unified[{name!r}] = {value!r}")
+            changes += _set_all(table, unified_values, "linux.resources.unified")
         if stanza is not None:
             resources["gpu"] = stanza
             changes.append(f"set linux.resources.gpu = {json.dumps(stanza)}")
@@ -521,12 +527,7 @@ def _add_hook(doc: dict[str, Any], patch: Patch) -> list[str]:
     if patch.image_check is not None:
         values[ann.IMAGE_CHECK] = patch.image_check
     if values:
-        table = _object(doc, "annotations", "annotations")
-        for key, value in values.items():
-            if table.get(key) == value:
-                continue
-            table[key] = value
-            changes.append(f"set annotations[{key!r}] = {value!r}")
+        changes += _set_all(_object(doc, "annotations", "annotations"), values, "annotations")
     hooks = _array(_object(doc, "hooks", "hooks"), "createRuntime", "hooks.createRuntime")
     entry = patch.hook.oci()
     ours = [i for i, h in enumerate(hooks) if is_pycgpu_hook(h)]
