@@ -30,7 +30,7 @@ demo: kernel ## build, boot the VM and show the controller at work
 	$(VM) "$(PY) tools/demo.py"
 
 test: lint test-host ## every test tier, on both bases (6.12, then 7.3)
-	tools/test-kernels.sh
+	+MAKE="$(MAKE)" tools/test-kernels.sh
 
 # The kernel tiers of one base. On 7.3, within CI's time: the controller and
 # scheduling VM tests, i915 and upstream's drm_sched KUnit suites; the rest of

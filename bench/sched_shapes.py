@@ -2,12 +2,12 @@
 last; each reloads simgpu with the parameters it needs):
 
 multislot_shallow_error_pts: engines with credit limits 2, 4 and 256 (a
-ring, as xe's and panthor's), a client that keeps one job queued (depth 1)
-at weight 900 and at 100 against a saturating client at 100 that keeps the
-ring full (credits + 4 jobs queued), 5 ms jobs: the worst error of the
-shallow client's share against its weighted share (90%, 50%). Measured
-after the ring the saturating client filled before the shallow one came
-has drained.
+ring, as xe's and panthor's), a client that has one job at a time (it
+submits the next when the last ends) at weight 900 and at 100 against a
+saturating client at 100 that keeps the ring full (credits + 4 jobs
+queued), 5 ms jobs: the worst error of the shallow client's share
+against its weighted share (90%, 50%). Measured after the ring the
+saturating client filled before the shallow one came has drained.
 think_share_error_pts: one job in flight; a client that runs a 5 ms job,
 waits for it, then thinks for 0, 25, 50 and 100% of the job before the
 next, at weight 900, against a saturating client at 100: the worst error
@@ -18,7 +18,9 @@ rate alone, so that the emulator's own latency between two jobs, which
 slows the client alone as much, does not count as the policy's.
 anticipation_idle_pct: under those think loads, the largest fraction of
 wall time the engine was idle although the saturating client had work
-queued: what holding the engine for the thinking client costs.
+queued, less what it is idle with the saturating client alone (the
+emulator's latency between two jobs): what holding the engine for the
+thinking client costs.
 inversion_rate_ratio: a client at gpu.priority 100 whose every 1 ms job
 waits on a 1 ms job of a client at -100 (through a shared syncobj, one
 pair at a time): its job rate while a cgroup at priority 0 saturates the
@@ -90,10 +92,26 @@ def multislot_shallow(top: Cgroup, credits: int, weight: int) -> float:
     return shares[0]
 
 
-def think_share(top: Cgroup, fraction: float) -> tuple[float, float, float]:
+def saturated_busy(top: Cgroup) -> float:
+    """The fraction of wall time a saturating client alone keeps the engine
+    busy (the rest is the emulator's latency between two jobs)."""
+    node, _ = load_simgpu()
+    base, _, deep = pair(top, "saturated", 100)
+    load = Load(node, deep.path, JOB_NS, depth=6)
+    try:
+        time.sleep(0.3)
+        _, busy = busy_over([deep], node, WINDOW_S)
+    finally:
+        load.stop()
+        base.remove(recursive=True)
+    return busy
+
+
+def think_share(top: Cgroup, fraction: float, saturated: float) -> tuple[float, float, float]:
     """A client that thinks @fraction of its job between jobs, at weight
     THINK_WEIGHT, against a saturating client at 100: (its demand, what it
-    gets, the fraction of the engine left idle), in % (see the top)."""
+    gets, the fraction of the engine left idle beyond what it is with the
+    saturating client alone, @saturated busy), in % (see the top)."""
     node, _ = load_simgpu()
     base, thinker, deep = pair(top, f"think{int(fraction * 100)}", THINK_WEIGHT)
     pause_s = fraction * JOB_NS / 1e9
@@ -111,7 +129,7 @@ def think_share(top: Cgroup, fraction: float) -> tuple[float, float, float]:
         base.remove(recursive=True)
     demand = 100.0 / (1.0 + fraction)
     got = demand * (shares[0] / 100.0 * busy) / alone if alone else 0.0
-    return demand, got, 100.0 * max(0.0, 1.0 - busy)
+    return demand, got, 100.0 * max(0.0, saturated - busy)
 
 
 def _signaler(node: str, cgroup: str, fd: int, conn: Connection, stop: Any, ready: Any) -> None:
@@ -139,7 +157,9 @@ def inversion_rate(top: Cgroup, name: str, wait_node: Path, signal_node: Path,
     high, low, mid = base.child("high"), base.child("low"), base.child("middle")
     for g in (base, high, low, mid):
         g.create()
-    base.set_priority(1000)  # else it clamps its children to its parent's 0
+    # gpu.priority is the lowest on the path: room above 100 for high
+    top.set_priority(1000)
+    base.set_priority(1000)
     high.set_priority(100)
     low.set_priority(-100)
     procs: list[ClientProcess] = []
@@ -153,17 +173,22 @@ def inversion_rate(top: Cgroup, name: str, wait_node: Path, signal_node: Path,
             link = gpu.syncobj_create()
             fd = gpu.syncobj_export(link)
             try:
-                procs.append(ClientProcess(_signaler, signal_node, low.path, fd, child,
-                                           what="signaler"))
+                signaler = ClientProcess(_signaler, signal_node, low.path, fd, child,
+                                         what="signaler")
+                procs.append(signaler)
             finally:
                 os.close(fd)
+                child.close()  # the signaler's end: its exit reads as EOF here
             time.sleep(0.3)
             end = time.monotonic() + WINDOW_S
             while (left := end - time.monotonic()) > 0:
                 parent.send(None)
                 if not parent.poll(left):
                     break
-                parent.recv()
+                try:
+                    parent.recv()
+                except EOFError:
+                    raise RuntimeError("the signaler died") from None
                 seqno = gpu.submit(LINK_JOB_NS, wait_for=link)
                 try:
                     gpu.wait(seqno, timeout_ns=max(1, int((end - time.monotonic()) * 1e9)))
@@ -189,9 +214,11 @@ def shape_figures(top: Cgroup) -> dict[str, object]:
             errors.append(abs(got - want))
     think: dict[str, dict[str, float]] = {}
     think_errors, idle = [], []
+    progress("a saturating client alone")
+    saturated = saturated_busy(top)
     for fraction in THINK_FRACTIONS:
         progress(f"think time {int(fraction * 100)}% of the job")
-        demand, got, idle_pct = think_share(top, fraction)
+        demand, got, idle_pct = think_share(top, fraction, saturated)
         want = min(demand, THINK_SHARE)
         think[f"{int(fraction * 100)}%"] = {"share": round(got, 2), "want": round(want, 2),
                                            "idle": round(idle_pct, 2)}

@@ -21,7 +21,8 @@ BASE = os.environ.get("PYCGPU_BASE", "6.12")
 STOCK = "fair" if BASE == "7.3" else "fifo"
 JOB_NS = int(os.environ.get("BENCH_SCHED_JOB_NS", "5000000"))
 WINDOW_S = float(os.environ.get("BENCH_SCHED_WINDOW_S", "3"))
-# device 0 follows the gpu cgroup policy, device 1 (bit 1) keeps drm_sched's FIFO
+# device 0 follows the gpu cgroup policy, device 1 (bit 1) keeps drm_sched's
+# own policy (STOCK)
 SIMGPU_PARAMS = {"devices": "2", "engines": "1", "credits": "1", "fifo": "2"}
 
 
@@ -61,7 +62,6 @@ def reload_sched(policy: int | None) -> tuple[Path, Path]:
     return load_simgpu()
 
 
-
 def devt(node: Path) -> formats.DevT:
     st = os.stat(node)
     return formats.DevT(os.major(st.st_rdev), os.minor(st.st_rdev))
@@ -93,7 +93,6 @@ class Pulse(ClientProcess):
 
     def __init__(self, node: Path, cgroup: Path, duration_ns: int, pause_s: float) -> None:
         super().__init__(_pulse, node, cgroup, duration_ns, pause_s, what="pulse client")
-
 
 
 def progress(what: str) -> None:

@@ -13,8 +13,8 @@ the details come from the node's sysfs directory:
 - ``device/driver``: the bound driver. Virtual devices have none that names
   the GPU driver: vgem's platform device (6.12) has no driver link, its faux
   device (6.16 and later, bus ``faux``) links the bus's one generic
-  ``faux_driver``. The name then comes from DRM_IOCTL_VERSION when the node
-  can be opened
+  ``faux_driver``. With ``query_driver``, the name then comes from
+  DRM_IOCTL_VERSION when the node can be opened
 - ``device/drm/card*``: the card (primary) node of the same device
 """
 

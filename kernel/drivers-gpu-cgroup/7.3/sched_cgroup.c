@@ -128,18 +128,19 @@ static struct drm_sched_gpucg_rq *drm_sched_gpucg_rq_of(struct drm_sched_rq *rq)
 }
 
 /*
- * Whether an entity sits in a run queue's tree. Exact under the run
- * queue's lock or the controller's engine lock (every change to the tree
- * of a cgroup's run queue is synced under the latter); a hint otherwise.
+ * Whether an entity sits in a run queue's tree: exact under the run
+ * queue's lock, a hint otherwise. Whatever fills or empties the tree of a
+ * cgroup's run queue syncs it after (gpucg_queue_sync()), which reads it
+ * again under the controller's engine lock.
  */
-static bool drm_sched_rq_busy(struct drm_sched_rq *rq)
+static bool drm_sched_gpucg_rq_busy(struct drm_sched_rq *rq)
 {
-	return READ_ONCE(rq->rb_tree_root.rb_root.rb_node);
+	return !RB_EMPTY_ROOT(&rq->rb_tree_root.rb_root);
 }
 
 static bool drm_sched_gpucg_rq_ready(struct gpucg_queue *q)
 {
-	return drm_sched_rq_busy(&to_gpucg_rq(q)->rq);
+	return drm_sched_gpucg_rq_busy(&to_gpucg_rq(q)->rq);
 }
 
 static void drm_sched_gpucg_rq_sync(struct drm_sched_rq *rq)
@@ -262,7 +263,7 @@ drm_sched_gpucg_select_entity(struct drm_gpu_scheduler *sched)
 		 * Mostly empty: not locked then. An entity added after
 		 * this look is seen by the run-job work its push queues.
 		 */
-		if (!drm_sched_rq_busy(sched->sched_rq[i]))
+		if (!drm_sched_gpucg_rq_busy(sched->sched_rq[i]))
 			continue;
 		entity = drm_sched_rq_select_entity(sched, sched->sched_rq[i]);
 		if (entity)
@@ -533,10 +534,11 @@ void drm_sched_job_gpucg_start(struct drm_sched_job *job,
 		/*
 		 * Inactive once its last entity is empty. Entities leave the
 		 * tree only here, in the run-job work, and where they sync
-		 * themselves (drm_sched_entity_gpucg_removed(), _follow()):
-		 * a tree that still holds one needs no sync.
+		 * themselves (drm_sched_entity_gpucg_removed(), _follow());
+		 * drm_sched_entity_select_rq() moves only idle ones, which
+		 * are in no tree: a tree that still holds one needs no sync.
 		 */
-		if (!drm_sched_rq_busy(&grq->rq))
+		if (!drm_sched_gpucg_rq_busy(&grq->rq))
 			gpucg_queue_sync(&grq->q, drm_sched_gpucg_rq_ready);
 	} else if (drm_sched_gpucg_grouped(sched)) {
 		/* the kernel's own jobs: the root cgroup's GPU time */

@@ -76,8 +76,9 @@
 #define SIMGPU_MAX_DEVICES	8
 #define SIMGPU_MAX_ENGINES	4
 #define SIMGPU_MAX_DURATION	(10 * NSEC_PER_SEC)
-#define SIMGPU_MAX_PENDING	1024
 #define SIMGPU_MAX_CREDITS	1024	/* ring-sized, as xe's and panthor's */
+/* a file can fill the largest ring and keep as much queued */
+#define SIMGPU_MAX_PENDING	(2 * SIMGPU_MAX_CREDITS)
 #define SIMGPU_NR_PRIOS		3	/* low, normal, high */
 
 static unsigned int devices = 1;

@@ -34,7 +34,7 @@ struct drm_simgpu_gem_create {
  * @in_syncobj: a syncobj whose fence the job waits for before it runs, or 0
  * @out_syncobj: a syncobj that gets the job's completion fence, or 0
  *
- * A file may have 1024 jobs queued or running; more fail with -EBUSY.
+ * A file may have 2048 jobs queued or running; more fail with -EBUSY.
  */
 struct drm_simgpu_submit {
 	__u64 duration_ns;
