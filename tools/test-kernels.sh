@@ -1,28 +1,33 @@
 #!/usr/bin/env bash
-# make test's kernel tiers: 6.12's, then 7.3's (make test-base on each).
+# make test: lint and the host tier, then the kernel tiers of 6.12 and of
+# 7.3 (make test-base on each).
 #
-# The VM runs under TCG leave about half a core idle on average (the guest
-# waits on its simulated GPU's timers), so 7.3's kernel is built meanwhile
-# at the lowest priority there is (SCHED_IDLE, idle I/O class): it takes
-# only CPU time nothing else wants, though it still shares memory, caches
-# and the disk with the VM. From scratch that takes most of its build off
-# the critical path. It runs in a process group of its own, stopped with
-# everything in it if this script stops early; a failed build fails the
-# run once 6.12's tiers are done, and both failures are said.
+# 7.3's kernel is built in the background from the start, at the lowest
+# priority there is (SCHED_IDLE, idle I/O class): it takes only CPU time
+# nothing else wants (the host tier and the builds' serial steps leave a
+# core idle, and the VM runs under TCG about half a core on average, as
+# the guest waits on its simulated GPU's timers), though it still shares
+# memory, caches and the disk with the rest. From scratch that takes most
+# of its build off the critical path. It runs in a process group of its
+# own, stopped with everything in it if this script stops early; a failed
+# build fails the run once 6.12's tiers are done, and both failures are
+# said.
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 MAKE=${MAKE:-make}
 
-"$MAKE" --no-print-directory PYCGPU_BASE=6.12 kernel
+"$MAKE" --no-print-directory setup
 
 log=$CACHE/7.3/background-build.log
 mkdir -p "$CACHE/7.3"
-say "building 7.3's kernel in the background while 6.12's tiers run (log: $log)"
+say "building 7.3's kernel in the background (log: $log)"
 PYCGPU_BASE=7.3 setsid chrt --idle 0 ionice -c 3 tools/kernel.sh all >"$log" 2>&1 &
 build=$!
 stop_build() { kill -TERM -- "-$build" 2>/dev/null || true; wait "$build" 2>/dev/null || true; }
 trap stop_build EXIT
 
+"$MAKE" --no-print-directory lint test-host
+"$MAKE" --no-print-directory PYCGPU_BASE=6.12 kernel
 status=0
 "$MAKE" --no-print-directory PYCGPU_BASE=6.12 test-base || status=$?
 [ "$status" -eq 0 ] || say "6.12's tiers failed (exit $status); 7.3's kernel build goes on, to be said too"
