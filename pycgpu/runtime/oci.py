@@ -494,28 +494,23 @@ def is_pycgpu_hook(entry: dict[str, Any]) -> bool:
                                or (isinstance(head[0], str) and head[0].startswith(HOOK_PROGRAM)))
 
 
-def _drop_annotations(doc: dict[str, Any], keys: list[str]) -> list[str]:
-    table = doc.get("annotations")
+def _pop_all(table: Any, keys: list[str], where: str, why: str = "") -> list[str]:
+    """Removes each of @keys from @table, the object at @where (nothing if
+    it is no object): what changed."""
     if not isinstance(table, dict):
         return []
-    changes = []
-    for key in keys:
-        if table.pop(key, None) is not None:
-            changes.append(f"remove annotations[{key!r}]")
-    return changes
+    return [f"remove {where}[{key!r}]{why}" for key in keys if table.pop(key, None) is not None]
+
+
+def _drop_annotations(doc: dict[str, Any], keys: list[str]) -> list[str]:
+    return _pop_all(doc.get("annotations"), keys, "annotations")
 
 
 def _drop_unified(doc: dict[str, Any], files: list[str], why: str = "") -> list[str]:
     linux = doc.get("linux")
     resources = linux.get("resources") if isinstance(linux, dict) else None
     table = resources.get("unified") if isinstance(resources, dict) else None
-    if not isinstance(table, dict):
-        return []
-    changes = []
-    for name in files:
-        if table.pop(name, None) is not None:
-            changes.append(f"remove linux.resources.unified[{name!r}]{why}")
-    return changes
+    return _pop_all(table, files, "linux.resources.unified", why)
 
 
 def _add_hook(doc: dict[str, Any], patch: Patch) -> list[str]:
