@@ -31,8 +31,10 @@
  * the product of weight / sum-of-active-sibling-weights down its path.
  * Vtimes are compared only within one key (a priority band). An entity
  * that becomes active after a real idle period starts no lower than the
- * leftmost active sibling of its band: it banks no credit by idling, and
- * keeps any debt. An entity whose key changes keeps the vtime of the band
+ * leftmost active sibling of its band stood when the jobs it has in flight
+ * were picked: it goes before that sibling's next job, as upstream's fair
+ * policy puts a returning entity at the head, banks no credit by idling,
+ * and keeps any debt. An entity whose key changes keeps the vtime of the band
  * it leaves and takes back the one of the band it left before, if that is
  * the band it enters (so a subtree whose key flips between two bands as
  * its high-priority work comes and goes keeps its place in both); in any
@@ -291,18 +293,41 @@ static int gpucg_entity_key(struct gpucg_entity *e)
 }
 
 /*
+ * Where an entity that joins band @key of @parent's tree starts at the
+ * earliest: level with the band's leftmost entity as it stood when its
+ * jobs in flight were picked, before their estimates were charged. So one
+ * that comes back goes before the leftmost entity's next job rather than
+ * behind it (upstream's fair policy puts a returning entity at the head
+ * too), and banks no more than the work that already runs. False if the
+ * band is empty.
+ */
+static bool gpucg_band_floor(struct gpucg_entity *parent, int key, u64 *floor)
+{
+	struct gpucg_entity *first = gpucg_band_first(parent, key);
+	u64 est;
+
+	if (!first)
+		return false;
+	est = (u64)first->inflight * (first->est_ns ?: first->engine->est_ns);
+	*floor = first->vtime - mul_u64_u32_div(est, CGROUP_WEIGHT_DFL,
+						 gpucg_entity_weight(first));
+	return true;
+}
+
+/*
  * Places @e, which becomes active in band @key, against its siblings. A
  * newcomer, or an entity entering a band other than the two it was in
- * last, starts level with the band's leftmost entity (or, alone in its
- * band, at the parent's clock). One back in its band after a real idle
- * period, or back in the band it left last, starts no lower than the
- * leftmost entity (it banks no credit) and keeps any debt. One back within
- * the anticipation window keeps its vtime.
+ * last, starts at the band's floor (gpucg_band_floor(); alone in its band,
+ * at the parent's clock). One back in its band after a real idle period,
+ * or back in the band it left last, starts no lower than the floor (it
+ * banks no credit) and keeps any debt. One back within the anticipation
+ * window keeps its vtime.
  */
 static void gpucg_entity_place(struct gpucg_entity *e, int key, u64 now)
 {
-	struct gpucg_entity *first = gpucg_band_first(e->parent, key);
 	bool idled = !e->inflight && now - e->idle_ns > gpucg_window(e);
+	u64 floor = e->parent->vclock;
+	bool found = gpucg_band_floor(e->parent, key, &floor);
 	int back;
 
 	if (e->placed && e->key != key) {
@@ -311,17 +336,17 @@ static void gpucg_entity_place(struct gpucg_entity *e, int key, u64 now)
 		e->left_key = e->key;
 		swap(e->vtime, e->left_vtime);
 		if (back != key) {
-			e->vtime = first ? first->vtime : e->parent->vclock;
+			e->vtime = floor;
 			return;
 		}
 		idled = true;
 	}
 	if (!e->placed) {
-		e->vtime = first ? first->vtime : e->parent->vclock;
+		e->vtime = floor;
 		e->left_key = GPUCG_KEY_NONE;
 		e->placed = true;
-	} else if (idled && first && vtime_before(e->vtime, first->vtime)) {
-		e->vtime = first->vtime;
+	} else if (idled && found && vtime_before(e->vtime, floor)) {
+		e->vtime = floor;
 	}
 }
 
