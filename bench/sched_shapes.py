@@ -5,9 +5,10 @@ multislot_shallow_error_pts: engines with credit limits 2, 4 and 256 (a
 ring, as xe's and panthor's), a client that has one job at a time (it
 submits the next when the last ends) at weight 900 and at 100 against a
 saturating client at 100 that keeps the ring full (credits + 4 jobs
-queued), 5 ms jobs: the worst error of the shallow client's share
-against its weighted share (90%, 50%). Measured after the ring the
-saturating client filled before the shallow one came has drained.
+queued), 5 ms jobs: the worst error of the shallow client's share of the
+GPU time the two used against its weighted share (90%, 50%). The shallow
+client comes first: what it waited behind a ring the other filled before
+it came would be owed to it afterwards, for longer than the window.
 think_share_error_pts: one job in flight; a client that runs a 5 ms job,
 waits for it, then thinks for 0, 25, 50 and 100% of the job before the
 next, at weight 900, against a saturating client at 100: the worst error
@@ -80,10 +81,10 @@ def multislot_shallow(top: Cgroup, credits: int, weight: int) -> float:
     base, sh, deep = pair(top, f"multislot{credits}-{weight}", weight)
     loads: list[Load] = []
     try:
-        loads.append(Load(node, deep.path, JOB_NS, depth=credits + 4))
-        time.sleep(0.2)  # the ring is full when the shallow client comes
         loads.append(Load(node, sh.path, JOB_NS, depth=1))
-        time.sleep(0.5 + credits * JOB_NS / 1e9)
+        time.sleep(0.3)
+        loads.append(Load(node, deep.path, JOB_NS, depth=credits + 4))
+        time.sleep(0.5)
         shares, _ = busy_over([sh, deep], node, WINDOW_S)
     finally:
         for load in loads:

@@ -31,8 +31,8 @@
  * the product of weight / sum-of-active-sibling-weights down its path.
  * Vtimes are compared only within one key (a priority band). An entity
  * that becomes active after a real idle period starts no lower than the
- * leftmost active sibling of its band stood when the jobs it has in flight
- * were picked: it goes before that sibling's next job, as upstream's fair
+ * leftmost active sibling of its band stood when its last job in flight
+ * was picked: it goes before that sibling's next job, as upstream's fair
  * policy puts a returning entity at the head, banks no credit by idling,
  * and keeps any debt. An entity whose key changes keeps the vtime of the band
  * it leaves and takes back the one of the band it left before, if that is
@@ -52,17 +52,44 @@
  *
  * Shallow clients. Work conservation alone gives a client that keeps one
  * job queued an equal turn at best, whatever its weight: while it prepares
- * its next job the engine goes to someone else. When the last job of an
- * entity retires and the entity has no ready queue, the engine anticipates
- * it (CFQ and BFQ call this idling): for a window of a quarter of the
- * entity's average job (1 to 16 ms by default, gpu_anticipate_us= on the
- * command line sets the lower bound, 0 turns anticipation off) a pick
- * that would give the engine to an entity the anticipated one beats
- * returns nothing and says when to ask again. An entity whose think time
- * (the gap between its last job retiring and new work arriving, averaged)
- * exceeds the window is not anticipated, so a client that went away costs
- * one window, and a deep client never costs anything. A gap shorter than
- * the window does not count as idling: the entity keeps its vtime.
+ * its next job the engine goes to someone else. On an engine with several
+ * slots (a ring, which runs its jobs in order) it is worse: the jobs a
+ * deep client puts in the ring while the shallow client's job runs come
+ * before the shallow client's next job, so the shallow one waits behind
+ * the ring's content on every job, whatever the weights (23:77 at 900:100 with
+ * four slots). So the engine expects such an entity back (CFQ and BFQ call
+ * this idling): from the moment its last ready work is picked, through its
+ * jobs in flight, until its think time (the gap between its last job
+ * retiring and new work arriving, averaged) and half again have passed
+ * after their expected end, plus a window of a quarter of its average job
+ * (1 to 16 ms by default; gpu_anticipate_us= on the command line sets the
+ * lower bound, 0 turns expecting off). Meanwhile a pick that would start
+ * work of an entity the expected one beats returns nothing and says when
+ * to ask again, unless that work fits: started now, behind what is in
+ * flight, its job (its average) ends before the expected entity is back
+ * (allowing for the average deviation of its think time).
+ * An entity later than that is still expected for four of its cycles (job
+ * and think time), but only to keep the ring shallow: work it beats starts
+ * when the engine has nothing in flight, so a client that is late now and
+ * then finds one job ahead of it rather than a ring's worth.
+ *
+ * So a client that thinks gets the smaller of its demand and its share of
+ * the GPU time used, and the others take the gaps its think time leaves
+ * where their jobs fit. A budget of slots per cgroup would not do: the
+ * shallow client would still wait behind the deep one's part of the ring
+ * on every job. An entity that thinks more than twice as long as its jobs
+ * run is not expected: a client that went away costs one wait and a
+ * shallow ring for four cycles, a deep client or one that thinks far
+ * longer than it runs costs nothing, and the engine idles at most one and
+ * a half think times plus a window per job of a client it expects: at
+ * most three times its job plus a window. (Twice, not once: the latency
+ * between a job's end and the next job's arrival counts as think time,
+ * and a client that renders for as long as it waits must still get what
+ * it asks for.) An engine expects at most 8 entities at
+ * once, the latest. A gap shorter than the wait does not count as idling:
+ * the entity keeps its vtime. Expecting assumes the engine runs the jobs
+ * in flight one after another, as a ring does; it never makes a client
+ * wait for itself.
  *
  * Inside a cgroup, queues are ordered by context priority, then by their
  * own vtime (the estimates of the jobs they started), so the clients of one
@@ -78,26 +105,27 @@
  * core gives every cgroup's entity on it one queue that stands for a run
  * queue of the driver's (gpucg_client_group()), and the driver puts each
  * client's work in the run queue of its owner's cgroup. The core orders the
- * run queues as above (priority, then vtime over weight, with anticipation
- * and in-flight estimates), the driver's policy the work inside one. With
+ * run queues as above (priority, then vtime over weight, with in-flight
+ * estimates and shallow clients expected back), the driver's policy the work inside one. With
  * every client in one cgroup the choices are the driver's alone; an
  * entity's priority weighs it against its own cgroup's entities and never
  * against another cgroup's. The run queues are created and freed with the
  * cgroups' entities, so a cgroup that goes away takes its run queue along.
  *
- * Locking: an engine's lock protects its entities' trees, keys, vtimes and
- * anticipation, and is taken with interrupts off: drivers call in from
- * fence callbacks and interrupts (each driver's engines have a lock class
- * of their own, so that one that nests its run queues' locks inside, as
- * drm_sched does, and never calls in from an interrupt is told apart).
+ * Locking: an engine's lock protects its entities' trees, keys, vtimes,
+ * estimates and the list of entities it expects back, and is taken with
+ * interrupts off: drivers call in from fence callbacks and interrupts (each
+ * driver's engines have a lock class of their own, so that one that nests
+ * its run queues' locks inside, as drm_sched does, and never calls in from
+ * an interrupt is told apart).
  * gpucg_mutex (gpu.c) protects the creation and freeing of entities and
  * engines; it nests outside engine locks. A queue and a ticket pin the
  * cgroup of their entity; a grouped engine's run queue is pinned by its
  * driver (gpucg_client_group()), for as long as work sits in it. Entities
  * and run queues live until their cgroup is freed or their engine
- * destroyed. The entity an
- * engine anticipates is not pinned, so that an idle engine keeps no
- * removed cgroup alive: freeing the entity clears it.
+ * destroyed. The entities an
+ * engine expects back are not pinned, so that an idle engine keeps no
+ * removed cgroup alive: freeing an entity takes it off the list.
  */
 
 #include <linux/cgroup.h>
@@ -152,7 +180,10 @@ struct gpucg_entity {
 	u64			est_ns;		/* average job length */
 	u64			idle_ns;	/* when it last became idle */
 	u64			think_ns;	/* average think time */
+	u64			think_dev_ns;	/* its average deviation */
+	u64			due_ns;		/* expected end of its last job */
 	u32			inflight;	/* jobs started, not charged */
+	struct list_head	expect_node;	/* in engine->expected */
 	int			prio;		/* effective priority */
 	int			key;		/* its band in the parent's tree */
 	int			left_key;	/* the band it left last */
@@ -169,8 +200,10 @@ struct gpucg_engine {
 	spinlock_t		lock;
 	struct gpucg_entity	top;		/* the root of the tree */
 	struct gpucg_entity	root;		/* the root cgroup's queues */
-	struct gpucg_entity	*antic;		/* anticipated; cleared if freed */
-	u64			antic_until;
+	struct list_head	expected;	/* entities expected back, oldest first */
+	unsigned int		nr_expected;
+	u64			busy_until;	/* expected end of the jobs in flight */
+	u32			tickets;	/* jobs in flight */
 	u64			est_ns;		/* average job of all entities */
 	bool			schedules;	/* its scheduler follows the policy */
 	const struct gpucg_group_ops *group_ops; /* NULL: not grouped */
@@ -193,9 +226,61 @@ static u64 gpucg_window(struct gpucg_entity *e)
 		     16 * gpucg_anticipate_ns);
 }
 
+/* At most this many entities expected back per engine: the latest */
+#define GPUCG_EXPECT_MAX	8
+
+/*
+ * How long after its last job ends the engine expects @e back: its think
+ * time and half again, plus the window; 0 for an entity that thinks more
+ * than twice as long as its jobs run, which is not expected.
+ */
+static u64 gpucg_expect_ns(struct gpucg_entity *e)
+{
+	if (!gpucg_anticipate_ns || e->think_ns > 2 * e->est_ns)
+		return 0;
+	return e->think_ns + e->think_ns / 2 + gpucg_window(e);
+}
+
 static bool vtime_before(u64 a, u64 b)
 {
 	return (s64)(a - b) < 0;
+}
+
+/* Engine lock held. */
+static void gpucg_unexpect(struct gpucg_entity *e)
+{
+	if (list_empty(&e->expect_node))
+		return;
+	list_del_init(&e->expect_node);
+	e->engine->nr_expected--;
+}
+
+/*
+ * Expects @e back, if it is expected at all (gpucg_expect_ns()), dropping
+ * the oldest expected entity if there are too many. Engine lock held.
+ */
+static void gpucg_expect(struct gpucg_entity *e)
+{
+	struct gpucg_engine *engine = e->engine;
+
+	if (!e->placed || !gpucg_expect_ns(e)) {
+		gpucg_unexpect(e);
+		return;
+	}
+	if (!list_empty(&e->expect_node))
+		return;
+	if (engine->nr_expected == GPUCG_EXPECT_MAX)
+		gpucg_unexpect(list_first_entry(&engine->expected,
+						struct gpucg_entity,
+						expect_node));
+	list_add_tail(&e->expect_node, &engine->expected);
+	engine->nr_expected++;
+}
+
+/* When the jobs of @e in flight are expected to end, or it went idle. */
+static u64 gpucg_since(struct gpucg_entity *e, u64 now)
+{
+	return e->inflight ? max(e->due_ns, now) : e->idle_ns;
 }
 
 static void gpucg_entity_pin(struct gpucg_entity *e)
@@ -227,6 +312,7 @@ static void gpucg_entity_init(struct gpucg_entity *e, struct gpucg_engine *engin
 	e->queues = RB_ROOT_CACHED;
 	e->key = GPUCG_KEY_NONE;
 	INIT_LIST_HEAD(&e->engine_node);
+	INIT_LIST_HEAD(&e->expect_node);
 	RB_CLEAR_NODE(&e->node);
 }
 
@@ -295,11 +381,11 @@ static int gpucg_entity_key(struct gpucg_entity *e)
 /*
  * Where an entity that joins band @key of @parent's tree starts at the
  * earliest: level with the band's leftmost entity as it stood when its
- * jobs in flight were picked, before their estimates were charged. So one
- * that comes back goes before the leftmost entity's next job rather than
- * behind it (upstream's fair policy puts a returning entity at the head
- * too), and banks no more than the work that already runs. False if the
- * band is empty.
+ * last job in flight was picked, before that job's estimate was charged.
+ * So one that comes back goes before the leftmost entity's next job rather
+ * than behind it (upstream's fair policy puts a returning entity at the
+ * head too), and banks no more than one job of it: not a ring's worth,
+ * which it will wait behind anyway. False if the band is empty.
  */
 static bool gpucg_band_floor(struct gpucg_entity *parent, int key, u64 *floor)
 {
@@ -308,7 +394,7 @@ static bool gpucg_band_floor(struct gpucg_entity *parent, int key, u64 *floor)
 
 	if (!first)
 		return false;
-	est = (u64)first->inflight * (first->est_ns ?: first->engine->est_ns);
+	est = first->inflight ? first->est_ns ?: first->engine->est_ns : 0;
 	*floor = first->vtime - mul_u64_u32_div(est, CGROUP_WEIGHT_DFL,
 						 gpucg_entity_weight(first));
 	return true;
@@ -320,12 +406,13 @@ static bool gpucg_band_floor(struct gpucg_entity *parent, int key, u64 *floor)
  * last, starts at the band's floor (gpucg_band_floor(); alone in its band,
  * at the parent's clock). One back in its band after a real idle period,
  * or back in the band it left last, starts no lower than the floor (it
- * banks no credit) and keeps any debt. One back within the anticipation
- * window keeps its vtime.
+ * banks no credit) and keeps any debt. One back while the engine expects
+ * it, or within the window, keeps its vtime.
  */
 static void gpucg_entity_place(struct gpucg_entity *e, int key, u64 now)
 {
-	bool idled = !e->inflight && now - e->idle_ns > gpucg_window(e);
+	bool idled = !e->inflight &&
+		     now - e->idle_ns > max(gpucg_window(e), gpucg_expect_ns(e));
 	u64 floor = e->parent->vclock;
 	bool found = gpucg_band_floor(e->parent, key, &floor);
 	int back;
@@ -351,6 +438,22 @@ static void gpucg_entity_place(struct gpucg_entity *e, int key, u64 now)
 }
 
 /*
+ * Samples the think time of @e, which becomes active again: the gap since
+ * its last job retired (none if one is still in flight), at most four times
+ * its job, into an average and an average deviation from it, as TCP samples
+ * round trips.
+ */
+static void gpucg_entity_think(struct gpucg_entity *e, u64 now)
+{
+	u64 gap = e->inflight ? 0 : min(now - e->idle_ns,
+					4 * max(e->est_ns, gpucg_window(e)));
+	u64 dev = gap > e->think_ns ? gap - e->think_ns : e->think_ns - gap;
+
+	e->think_dev_ns = (3 * e->think_dev_ns + dev) / 4;
+	e->think_ns = (3 * e->think_ns + gap) / 4;
+}
+
+/*
  * Re-sorts @e and its ancestors after their queues, children or priority
  * changed: activates, re-keys or deactivates each in its parent's tree.
  */
@@ -370,10 +473,8 @@ static void gpucg_entity_update(struct gpucg_entity *e, u64 now)
 			e->active = false;
 			continue;
 		}
-		if (!e->active && !e->inflight && e->placed)
-			e->think_ns = (3 * e->think_ns +
-				       min(now - e->idle_ns,
-					   4 * gpucg_window(e))) / 4;
+		if (!e->active && e->placed)
+			gpucg_entity_think(e, now);
 		gpucg_entity_place(e, key, now);
 		e->key = key;
 		e->active = true;
@@ -522,6 +623,7 @@ struct gpucg_engine *__gpucg_engine_create(struct gpucg_device *dev,
 	spin_lock_init(&engine->lock);
 	lockdep_set_class(&engine->lock, key);
 	INIT_LIST_HEAD(&engine->ents);
+	INIT_LIST_HEAD(&engine->expected);
 	gpucg_entity_init(&engine->top, engine, NULL, NULL);
 	gpucg_entity_init(&engine->root, engine, &engine->top, NULL);
 	if (gpucg_group_alloc(&engine->root, &gpucg_root)) {
@@ -589,8 +691,7 @@ void gpucg_sched_pool_free(struct gpucg_pool *pool)
 	/* nothing may still point at them: no queue, child or job in flight */
 	xa_for_each(&pool->ents, id, ent) {
 		spin_lock_irqsave(&ent->engine->lock, flags);
-		if (ent->engine->antic == ent)
-			ent->engine->antic = NULL;
+		gpucg_unexpect(ent);
 		spin_unlock_irqrestore(&ent->engine->lock, flags);
 		WARN_ON_ONCE(ent->active || ent->inflight ||
 			     !RB_EMPTY_ROOT(&ent->queues.rb_root) ||
@@ -904,16 +1005,20 @@ static void gpucg_queue_activate(struct gpucg_queue *q, u64 now)
 	q->active = true;
 	rb_add_cached(&q->node, &ent->queues, gpucg_queue_less);
 	gpucg_entity_update(ent, now);
-	if (q->engine->antic == ent)
-		q->engine->antic = NULL;
+	gpucg_unexpect(ent);
 }
 
 static void gpucg_queue_deactivate(struct gpucg_queue *q, u64 now)
 {
-	rb_erase_cached(&q->node, &q->ent->queues);
+	struct gpucg_entity *ent = q->ent;
+
+	rb_erase_cached(&q->node, &ent->queues);
 	RB_CLEAR_NODE(&q->node);
 	q->active = false;
-	gpucg_entity_update(q->ent, now);
+	gpucg_entity_update(ent, now);
+	/* its last ready work went to the hardware: expect it back */
+	if (!ent->active && ent->inflight)
+		gpucg_expect(ent);
 }
 
 /**
@@ -1145,10 +1250,10 @@ static int gpucg_depth(struct gpucg_entity *e)
 }
 
 /*
- * Whether the anticipated entity @a, were it ready, would run before the
+ * Whether the expected entity @a, were it ready, would run before the
  * work of @b: compared where their paths meet, as the pick would.
  */
-static bool gpucg_antic_beats(struct gpucg_entity *a, struct gpucg_entity *b)
+static bool gpucg_expected_beats(struct gpucg_entity *a, struct gpucg_entity *b)
 {
 	int da = gpucg_depth(a), db = gpucg_depth(b);
 	int prio = a->prio, ka;
@@ -1169,6 +1274,55 @@ static bool gpucg_antic_beats(struct gpucg_entity *a, struct gpucg_entity *b)
 	return !vtime_before(b->vtime, a->vtime);
 }
 
+/*
+ * Whether a job of @e started now, behind the jobs in flight, ends before
+ * @a is back: its think time after its jobs end, less the think time's
+ * average deviation.
+ */
+static bool gpucg_fits(struct gpucg_entity *e, struct gpucg_entity *a,
+		       u64 now)
+{
+	struct gpucg_engine *engine = e->engine;
+	u64 end = max(now, engine->busy_until) + (e->est_ns ?: engine->est_ns);
+	u64 back = gpucg_since(a, now) + a->think_ns;
+
+	return (s64)(end + a->think_dev_ns - back) <= 0;
+}
+
+/*
+ * Whether the engine is held for an entity expected back that beats @e:
+ * until the entity's wait ends, unless a job of @e fits (gpucg_fits());
+ * then, while the entity is late, for as long as the engine has work in
+ * flight, so that @e's work does not fill a ring ahead of it. An entity
+ * later than four of its cycles is no longer expected. Return: 0 to let
+ * @e's work run, else the time after which to pick again, in ns from @now.
+ */
+static u64 gpucg_hold(struct gpucg_engine *engine, struct gpucg_entity *e,
+		      u64 now)
+{
+	struct gpucg_entity *a, *tmp;
+	u64 until, wait, hold = U64_MAX;
+
+	list_for_each_entry_safe(a, tmp, &engine->expected, expect_node) {
+		wait = gpucg_expect_ns(a);
+		until = gpucg_since(a, now) + wait;
+		if (!wait ||
+		    (s64)(until + 4 * (a->est_ns + a->think_ns) - now) <= 0) {
+			gpucg_unexpect(a);
+			continue;
+		}
+		if (!gpucg_expected_beats(a, e))
+			continue;
+		if ((s64)(until - now) > 0) {
+			if (!gpucg_fits(e, a, now))
+				hold = min(hold, until - now);
+		} else if ((s64)(engine->busy_until - now) > 0) {
+			hold = min(hold, engine->busy_until - now);
+		}
+	}
+	return hold == U64_MAX ? 0 : hold;
+}
+
 /**
  * gpucg_queue_pick() - the ready queue that runs next on an engine
  * @engine: the engine
@@ -1178,7 +1332,7 @@ static bool gpucg_antic_beats(struct gpucg_entity *a, struct gpucg_entity *b)
  *	  turn); must not sleep
  * @arg: passed to @take
  * @retry_ns: set to the time after which to pick again if the engine is
- *	      held for an entity it anticipates, else 0
+ *	      held for an entity it expects back, else 0
  *
  * The queue stays active; call gpucg_queue_start() when its job goes to the
  * hardware and gpucg_queue_sync() when it may have become empty.
@@ -1191,22 +1345,17 @@ gpucg_queue_pick(struct gpucg_engine *engine,
 		 enum gpucg_take (*take)(struct gpucg_queue *q, void *arg),
 		 void *arg, u64 *retry_ns)
 {
-	struct gpucg_entity *antic;
 	struct gpucg_queue *q;
 	unsigned long flags;
-	u64 now;
+	u64 now, hold;
 
 	*retry_ns = 0;
 	spin_lock_irqsave(&engine->lock, flags);
 	now = ktime_get_ns();
-	antic = engine->antic;
-	if (antic && (s64)(engine->antic_until - now) <= 0) {
-		engine->antic = NULL;
-		antic = NULL;
-	}
 	while ((q = gpucg_next(engine))) {
-		if (antic && gpucg_antic_beats(antic, q->ent)) {
-			*retry_ns = engine->antic_until - now;
+		hold = gpucg_hold(engine, q->ent, now);
+		if (hold) {
+			*retry_ns = hold;
 			q = NULL;
 			break;
 		}
@@ -1262,10 +1411,13 @@ void gpucg_queue_start(struct gpucg_queue *q, struct gpucg_ticket *t)
 	css_get(&q->cg->css);
 	t->ent = ent;
 	t->cg = q->cg;
-	/* a newcomer's first jobs count as the engine's average */
-	t->est_ns = ent->est_ns ?: q->engine->est_ns;
+	/* a newcomer's first jobs count as the engine's average, or 1 ms */
+	t->est_ns = ent->est_ns ?: q->engine->est_ns ?: NSEC_PER_MSEC;
 	for (e = ent; e->parent; e = e->parent)
 		e->inflight++;
+	q->engine->tickets++;
+	q->engine->busy_until = max(now, q->engine->busy_until) + t->est_ns;
+	ent->due_ns = q->engine->busy_until;
 	gpucg_entity_account(ent, t->est_ns, false);
 	if (q->active) {
 		wait = now - q->ready_ns;
@@ -1304,7 +1456,7 @@ static void gpucg_usage_add(struct gpucg_entity *ent, u64 ns)
  * @ns: the GPU time; 0 for a job cancelled before it ran
  *
  * If that was the last job of an entity with no ready queue, the engine
- * starts anticipating the entity.
+ * expects the entity back after its think time (gpucg_expect_ns()).
  *
  * Context: any context.
  */
@@ -1336,12 +1488,17 @@ void gpucg_charge(struct gpucg_engine *engine, struct gpucg_ticket *t, u64 ns)
 	if (ns)
 		engine->est_ns = engine->est_ns ?
 				 (7 * engine->est_ns + ns) / 8 : ns;
+	/* the jobs behind it move by what it took over its estimate */
+	if (!--engine->tickets)
+		engine->busy_until = now;
+	else
+		engine->busy_until = max(now, engine->busy_until + ns - t->est_ns);
 	/* only work that waits to be ready again: never the kernel's own */
-	if (!ent->inflight && !ent->active && ent->placed && gpucg_anticipate_ns) {
-		if (ns && ent->think_ns < gpucg_window(ent)) {
-			engine->antic = ent;
-			engine->antic_until = now + gpucg_window(ent);
-		}
+	if (!ent->inflight && !ent->active) {
+		if (ns)
+			gpucg_expect(ent);
+		else
+			gpucg_unexpect(ent);
 	}
 	spin_unlock_irqrestore(&engine->lock, flags);
 

@@ -22,21 +22,27 @@ TOLERANCE_PTS = 5.0
 
 
 
-def _shallow(node: str, cgroup: str, duration_ns: int, engine: int, stop, ready) -> None:
+def _shallow(node: str, cgroup: str, duration_ns: int, engine: int, think_s: float,
+             stop, ready) -> None:
     Path(cgroup, "cgroup.procs").write_text(str(os.getpid()))
     with SimGpu(node) as gpu:
         ready.set()
         while not stop.is_set():
             gpu.wait(gpu.submit(duration_ns, engine))
+            if think_s:
+                time.sleep(think_s)
 
 
 class Shallow(ClientProcess):
     """A process in @cgroup that keeps exactly one job of @duration_ns
-    queued on @node until stop()."""
+    queued on @node until stop(), and with @think_s thinks that long
+    between a job's end and the next (a client rendering to vsync, a
+    pipeline stage)."""
 
     def __init__(self, node: str | Path, cgroup: str | Path, duration_ns: int,
-                 engine: int = 0) -> None:
-        super().__init__(_shallow, node, cgroup, duration_ns, engine, what="shallow client")
+                 engine: int = 0, think_s: float = 0.0) -> None:
+        super().__init__(_shallow, node, cgroup, duration_ns, engine, think_s,
+                         what="shallow client")
 
 
 def proc_state(pid: int) -> str:

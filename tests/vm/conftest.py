@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from simgpu import render_nodes as simgpu_render_nodes
 
 from pycgpu.core.cgroup import Cgroup, find_mount
 from pycgpu.core.drm import driver_version
@@ -91,13 +92,25 @@ def simgpu_nodes() -> list[Path]:
     if not Path("/sys/module/simgpu").exists():
         ko = Path(os.environ.get("PYCGPU_EXT", "")) / "simgpu.ko"
         subprocess.run(["insmod", str(ko), "devices=2"], check=True)
-    nodes = []
-    for node in sorted(Path("/dev/dri").glob("renderD*")):
-        version = driver_version(node)
-        if version is not None and version.name == "simgpu":
-            nodes.append(node)
+    nodes = simgpu_render_nodes()
     assert nodes, "simgpu loaded but no render node of it"
     return nodes
+
+
+@pytest.fixture
+def reload_simgpu(simgpu_nodes) -> Iterator:
+    """A function that reloads simgpu with other module parameters and
+    returns its render nodes; the module is back as the session fixture
+    loaded it afterwards (devices=2)."""
+    ko = Path(os.environ.get("PYCGPU_EXT", "")) / "simgpu.ko"
+
+    def load(*params: str) -> list[Path]:
+        subprocess.run(["rmmod", "simgpu"], check=True)
+        subprocess.run(["insmod", str(ko), *params], check=True)
+        return simgpu_render_nodes()
+
+    yield load
+    load("devices=2")
 
 
 @pytest.fixture(scope="session")

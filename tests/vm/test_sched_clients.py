@@ -14,7 +14,6 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,7 +27,7 @@ from clients import (
     proc_state,
     usage_us,
 )
-from simgpu import Load, SimGpu, render_nodes
+from simgpu import Load, SimGpu
 
 from pycgpu.core import formats
 from pycgpu.core.cgroup import Cgroup
@@ -277,19 +276,6 @@ def test_a_busy_client_follows_its_owner_to_another_cgroup(cgroup, node):
 def dying_descendants(mount: Path) -> int:
     stat = (mount / "cgroup.stat").read_text()
     return int(stat.split("nr_dying_descendants")[1].split()[0])
-
-
-@pytest.fixture
-def reload_simgpu(simgpu_nodes) -> Iterator:
-    ko = Path(os.environ.get("PYCGPU_EXT", "")) / "simgpu.ko"
-
-    def load(*params: str) -> list[Path]:
-        subprocess.run(["rmmod", "simgpu"], check=True)
-        subprocess.run(["insmod", str(ko), *params], check=True)
-        return render_nodes()
-
-    yield load
-    load("devices=2")
 
 
 def test_several_engines_are_independent(cgroup, reload_simgpu):

@@ -16,10 +16,12 @@
  * controller, unpublished, so no interface file shows it.
  *
  * A client runs in a kthread worker and keeps a number of jobs queued
- * (deep) or submits one job, waits for it and sleeps (interactive). Its GPU
- * time is the sum of the durations of its jobs that finished inside the
- * measurement window, which starts after a warm-up: the mock hardware runs
- * jobs back to back, so the shares are those of the engine's time.
+ * (deep) or submits one job, waits for it and sleeps (interactive, or a
+ * shallow client that thinks between its jobs). Its GPU time is the sum of
+ * the durations of its jobs that finished inside the measurement window,
+ * which starts after a warm-up (and after the ring a deep client filled at
+ * the start has drained): the mock hardware runs jobs back to back, so the
+ * shares are those of the engine's time.
  */
 
 #include <linux/cgroup.h>
@@ -40,14 +42,17 @@ MODULE_PARM_DESC(gpucg_root, "cgroup2 path of the loader's cgroups for the gpu c
 #define CG_WARMUP_MS	200
 #define CG_WINDOW_MS	1200
 #define CG_MAX_CLIENTS	10
-#define CG_MAX_DEPTH	8
 
 struct cg_client_params {
 	const char *cgroup;	/* under gpucg_root */
 	unsigned int depth;	/* jobs kept queued; 0: interactive */
 	unsigned int job_us;
 	unsigned int wait_us;	/* interactive: sleep between jobs */
+	unsigned int start_ms;	/* starts that long after the others */
 };
+
+/* A shallow client: one job queued at a time, thinking @think_us between */
+#define CG_SHALLOW(cg, job_us, think_us)	{ cg, 0, job_us, think_us }
 
 struct cg_client {
 	struct kunit *test;
@@ -55,6 +60,7 @@ struct cg_client {
 	struct gpucg_client *gpucg;
 	struct kthread_worker *worker;
 	struct kthread_work work;
+	struct drm_mock_sched_job **ring;	/* depth jobs, the last queued */
 	struct cg_client_params params;
 	ktime_t window_start;
 	ktime_t window_end;
@@ -82,11 +88,12 @@ static void cg_client_count(struct cg_client *client,
 static void cg_client_work(struct kthread_work *work)
 {
 	struct cg_client *client = container_of(work, typeof(*client), work);
-	struct drm_mock_sched_job *ring[CG_MAX_DEPTH] = {};
+	struct drm_mock_sched_job **ring = client->ring;
 	const long timeout = 10 * HZ;
 	struct drm_mock_sched_job *job;
 	unsigned int i = 0, depth = max(client->params.depth, 1U);
 
+	msleep(client->params.start_ms);
 	while (!READ_ONCE(client->stop)) {
 		job = ring[i % depth];
 		if (job) {
@@ -133,15 +140,16 @@ static struct gpucg_client *cg_client_new(struct kunit *test,
 
 /*
  * Runs @n clients on a mock scheduler of @credits slots that follows the
- * cgroups' order; each client's busy_us and cycles are filled in.
+ * cgroups' order; each client's busy_us and cycles are filled in. The
+ * window starts after the warm-up and the time the ring takes to drain.
  */
 static void cg_run(struct kunit *test, struct cg_client *clients,
 		   unsigned int n, unsigned int credits)
 {
 	struct drm_mock_scheduler *sched;
+	unsigned int i, warmup = CG_WARMUP_MS;
 	struct gpucg_device *dev;
 	ktime_t start;
-	unsigned int i;
 
 	if (!gpucg_root)
 		kunit_skip(test, "no gpucg_root: the cgroups must be prepared by the loader");
@@ -164,17 +172,22 @@ static void cg_run(struct kunit *test, struct cg_client *clients,
 							      sched);
 		KUNIT_ASSERT_EQ(test, drm_sched_entity_gpucg_bind(&clients[i].entity->base,
 								  clients[i].gpucg), 0);
+		clients[i].ring = kunit_kcalloc(test, max(clients[i].params.depth, 1U),
+						sizeof(*clients[i].ring), GFP_KERNEL);
+		KUNIT_ASSERT_NOT_NULL(test, clients[i].ring);
+		warmup = max(warmup, CG_WARMUP_MS +
+			     credits * clients[i].params.job_us / USEC_PER_MSEC);
 		clients[i].worker = kthread_create_worker(0, "drm-sched-cg-%u", i);
 		KUNIT_ASSERT_FALSE(test, IS_ERR(clients[i].worker));
 		kthread_init_work(&clients[i].work, cg_client_work);
 	}
 	start = ktime_get();
 	for (i = 0; i < n; i++) {
-		clients[i].window_start = ktime_add_ms(start, CG_WARMUP_MS);
-		clients[i].window_end = ktime_add_ms(start, CG_WARMUP_MS + CG_WINDOW_MS);
+		clients[i].window_start = ktime_add_ms(start, warmup);
+		clients[i].window_end = ktime_add_ms(start, warmup + CG_WINDOW_MS);
 		kthread_queue_work(clients[i].worker, &clients[i].work);
 	}
-	msleep(CG_WARMUP_MS + CG_WINDOW_MS);
+	msleep(warmup + CG_WINDOW_MS);
 	for (i = 0; i < n; i++)
 		WRITE_ONCE(clients[i].stop, true);
 	for (i = 0; i < n; i++) {
@@ -218,6 +231,8 @@ static const struct cg_weight_case cg_weight_cases[] = {
 	{ "weights 1:9, one credit", "w900", 90, 1 },
 	{ "weights 1:4, two credits", "w400", 80, 2 },
 	{ "weights 1:9, two credits", "w900", 90, 2 },
+	{ "weights 1:9, four credits", "w900", 90, 4 },
+	{ "weights 1:9, a ring of 256", "w900", 90, 256 },
 };
 
 static void cg_weight_desc(const struct cg_weight_case *c, char *desc)
@@ -227,13 +242,16 @@ static void cg_weight_desc(const struct cg_weight_case *c, char *desc)
 
 KUNIT_ARRAY_PARAM(cg_weight, cg_weight_cases, cg_weight_desc);
 
-/* Two deep clients: each cgroup gets its weight's share, within 5 points. */
+/*
+ * Two deep clients, each keeping the ring full: each cgroup gets its
+ * weight's share, within 5 points.
+ */
 static void drm_sched_cgroup_weights(struct kunit *test)
 {
 	const struct cg_weight_case *c = test->param_value;
 	struct cg_client clients[2] = {
-		{ .params = { "w100", 4, 2000, 0 } },
-		{ .params = { c->heavy, 4, 2000, 0 } },
+		{ .params = { "w100", c->credits + 4, 2000, 0 } },
+		{ .params = { c->heavy, c->credits + 4, 2000, 0 } },
 	};
 	unsigned int share;
 
@@ -293,6 +311,92 @@ static void drm_sched_cgroup_interactive(struct kunit *test)
 	KUNIT_EXPECT_LE(test, share, 20U);
 }
 
+/* Percent of the engine's time (the window) the jobs of @client took. */
+static unsigned int cg_busy_pct(const struct cg_client *client)
+{
+	return div_u64(client->busy_us * 100, CG_WINDOW_MS * USEC_PER_MSEC);
+}
+
+struct cg_shape_case {
+	const char *description;
+	const char *shallow;	/* cgroup of the shallow client */
+	unsigned int think_pct;	/* its think time, percent of its job */
+	unsigned int credits;
+	unsigned int share;	/* its share by weight against w100, percent */
+};
+
+static const struct cg_shape_case cg_shape_cases[] = {
+	{ "no think, two slots, weights 9:1", "w900", 0, 2, 90 },
+	{ "no think, four slots, weights 9:1", "w900", 0, 4, 90 },
+	{ "no think, a ring of 256, weights 9:1", "w900", 0, 256, 90 },
+	{ "no think, four slots, weights 1:1", "e100", 0, 4, 50 },
+	{ "think 25%, one slot, weights 9:1", "w900", 25, 1, 90 },
+	{ "think 50%, one slot, weights 9:1", "w900", 50, 1, 90 },
+	{ "think 100%, one slot, weights 9:1", "w900", 100, 1, 90 },
+	{ "think 50%, four slots, weights 9:1", "w900", 50, 4, 90 },
+	{ "think 1000%, one slot, weights 9:1", "w900", 1000, 1, 90 },
+};
+
+static void cg_shape_desc(const struct cg_shape_case *c, char *desc)
+{
+	strscpy(desc, c->description, KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(cg_shape, cg_shape_cases, cg_shape_desc);
+
+/*
+ * A shallow client (one job queued at a time, thinking between its jobs)
+ * against a deep one in w100 that keeps the ring full, however many slots
+ * the engine has: with no think time, the two share the GPU time used by
+ * their weights, within 5 points; with think time, the shallow client gets
+ * the smaller of its demand (what it gets alone) and its share of the GPU
+ * time used, within 5 points. Its demand includes the latency of a kthread
+ * between two jobs, a millisecond under emulation. A shallow client that
+ * thinks more than twice as long as its job runs is not waited for: the
+ * engine is as busy as with the deep client alone, within 5 points.
+ */
+static void drm_sched_cgroup_shapes(struct kunit *test)
+{
+	const struct cg_shape_case *c = test->param_value;
+	const unsigned int job_us = 2000, think_us = job_us * c->think_pct / 100;
+	struct cg_client alone[1] = {
+		{ .params = CG_SHALLOW(c->shallow, job_us, think_us) },
+	};
+	struct cg_client deep[1] = {
+		{ .params = { "w100", c->credits + 4, job_us, 0 } },
+	};
+	/*
+	 * The shallow client comes first: work that waits behind a ring the
+	 * deep client filled before it came is owed to it afterwards, and
+	 * catching up would take longer than the window.
+	 */
+	struct cg_client both[2] = {
+		{ .params = CG_SHALLOW(c->shallow, job_us, think_us) },
+		{ .params = { "w100", c->credits + 4, job_us, 0, 20 } },
+	};
+	unsigned int demand, got, want, busy, share;
+
+	cg_run(test, alone, 1, c->credits);
+	demand = cg_busy_pct(&alone[0]);
+	cg_run(test, both, 2, c->credits);
+	got = cg_busy_pct(&both[0]);
+	busy = got + cg_busy_pct(&both[1]);
+	share = cg_share(both, 2, 0, 1);
+	want = c->think_pct ? min(demand, c->share * busy / 100) : c->share;
+	kunit_info(test, "%s: %u%% of the engine, %u%% of the GPU time used (alone %u%%), want %u%%; engine busy %u%%\n",
+		   c->description, got, share, demand, want, busy);
+	if (!c->think_pct)
+		got = share;
+	KUNIT_EXPECT_GE(test, got + 5, want);
+	KUNIT_EXPECT_LE(test, got, want + 5);
+	if (c->think_pct > 200) {
+		cg_run(test, deep, 1, c->credits);
+		kunit_info(test, "%s: the deep client alone keeps the engine %u%% busy\n",
+			   c->description, cg_busy_pct(&deep[0]));
+		KUNIT_EXPECT_GE(test, busy + 5, cg_busy_pct(&deep[0]));
+	}
+}
+
 /* Priority: a deep client at priority 100 runs before one at 0. */
 static void drm_sched_cgroup_priority(struct kunit *test)
 {
@@ -329,6 +433,8 @@ static void drm_sched_cgroup_inside(struct kunit *test)
 
 static struct kunit_case drm_sched_cgroup_tests[] = {
 	KUNIT_CASE_PARAM_ATTR(drm_sched_cgroup_weights, cg_weight_gen_params,
+			      { .speed = KUNIT_SPEED_SLOW }),
+	KUNIT_CASE_PARAM_ATTR(drm_sched_cgroup_shapes, cg_shape_gen_params,
 			      { .speed = KUNIT_SPEED_SLOW }),
 	KUNIT_CASE_SLOW(drm_sched_cgroup_oversubscribed),
 	KUNIT_CASE_SLOW(drm_sched_cgroup_interactive),

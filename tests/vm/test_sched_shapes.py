@@ -1,0 +1,126 @@
+"""GPU time for the shapes real hardware and clients have: engines with
+several jobs in flight (credit limits 2, 4 and a ring of 256, as xe's and
+panthor's), and clients that think between jobs (../shared/DESIGN.md
+section 3, the core's essay on shallow clients). Shares are asserted with
+the few points of tolerance of the other scheduling tests; make bench-sched
+measures the exact figures, and 7.3's KUnit suite the same shapes without
+a process's latency between two jobs.
+
+The jobs here last 20 ms, as in the other shallow-client tests: a Python
+client under emulation takes a millisecond or more to send its next job,
+which at 5 ms would be a think time of its own."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from clients import Shallow, assert_shares, devt, measure_shares, usage_us
+from simgpu import Load
+
+from pycgpu.core.cgroup import Cgroup
+
+JOB_NS = 20_000_000
+DEEP_JOB_NS = 5_000_000
+
+
+def groups(parent: Cgroup, *weights: int) -> list[Cgroup]:
+    out = []
+    for i, weight in enumerate(weights):
+        g = parent.child(f"g{i}")
+        g.create()
+        g.set_weight(weight)
+        out.append(g)
+    return out
+
+
+@pytest.mark.parametrize("credits", [2, 4, 256])
+@pytest.mark.parametrize("weights", [(900, 100), (100, 100)])
+def test_shallow_client_gets_its_share_with_several_slots(cgroup, reload_simgpu, credits,
+                                                          weights):
+    """A client with one job queued at a time against one that keeps the
+    ring full: unless the engine holds the ring for it, it waits behind
+    the other's jobs in the ring on every job (23:77 at 900:100 with 4
+    slots), whatever the weights."""
+    node = reload_simgpu("devices=1", f"credits={credits}")[0]
+    shallow, deep = groups(cgroup, *weights)
+    procs = [Shallow(node, shallow.path, JOB_NS)]
+    try:
+        time.sleep(0.3)
+        procs.append(Load(node, deep.path, JOB_NS, depth=credits + 4))
+        got = measure_shares([shallow, deep], devt(node), seconds=3.0, settle=0.5)
+    finally:
+        for p in procs:
+            p.stop()
+    want = 100.0 * weights[0] / sum(weights)
+    assert_shares(got, [want, 100.0 - want])
+
+
+@pytest.mark.parametrize("credits", [4, 256])
+def test_deep_clients_keep_their_shares_with_several_slots(cgroup, reload_simgpu, credits):
+    """Two clients that keep the ring full share by their weights. Their
+    jobs last 5 ms: the ring the first fills before the second comes
+    drains before the measurement (1.3 s at 256 slots)."""
+    node = reload_simgpu("devices=1", f"credits={credits}")[0]
+    a, b = groups(cgroup, 900, 100)
+    procs = [Load(node, g.path, DEEP_JOB_NS, depth=credits + 4) for g in (a, b)]
+    try:
+        got = measure_shares([a, b], devt(node), seconds=3.0,
+                             settle=0.5 + credits * DEEP_JOB_NS / 1e9)
+    finally:
+        for p in procs:
+            p.stop()
+    assert_shares(got, [90, 10])
+
+
+def busy_fractions(cgs: list[Cgroup], node: Path, seconds: float = 2.0) -> list[float]:
+    """The fraction of wall time the engine spent on each of @cgs."""
+    dev = devt(node)
+    before, t0 = [usage_us(g, dev) for g in cgs], time.monotonic()
+    time.sleep(seconds)
+    wall_us = (time.monotonic() - t0) * 1e6
+    return [(usage_us(g, dev) - b) / wall_us for g, b in zip(cgs, before, strict=True)]
+
+
+@pytest.mark.parametrize("think", [0.0, 0.25, 0.5, 1.0])
+def test_thinking_client_gets_the_smaller_of_demand_and_share(cgroup, simgpu_nodes, think):
+    """A client that thinks between its jobs at weight 900 against a
+    saturating one at 100 gets what it asks for up to its share (90% of
+    the GPU time used); work conservation alone gives it 50%. What it asks
+    for is what it gets alone: the emulator's latency between two jobs
+    slows it alone as much, and is not the policy's."""
+    node = simgpu_nodes[0]
+    thinker, deep = groups(cgroup, 900, 100)
+    procs = [Shallow(node, thinker.path, JOB_NS, think_s=think * JOB_NS / 1e9)]
+    try:
+        time.sleep(0.3)
+        alone = busy_fractions([thinker], node)[0]
+        procs.append(Load(node, deep.path, JOB_NS))
+        time.sleep(0.5)
+        got, other = busy_fractions([thinker, deep], node)
+    finally:
+        for p in procs:
+            p.stop()
+    want = 100.0 * min(alone, 0.9 * (got + other))
+    assert abs(100.0 * got - want) <= 5.0, \
+        f"got {100 * got:.1f}% of the engine, want {want:.1f}% (alone {100 * alone:.1f}%, " \
+        f"the other {100 * other:.1f}%)"
+
+
+@pytest.mark.parametrize("think", [3.0, 10.0])
+def test_thinking_client_leaves_its_gaps_to_others(cgroup, simgpu_nodes, think):
+    """A client that thinks far longer than its jobs run is not waited
+    for: it costs the engine no idle time, the saturating client's jobs
+    run in its gaps."""
+    node = simgpu_nodes[0]
+    thinker, deep = groups(cgroup, 900, 100)
+    procs = [Shallow(node, thinker.path, JOB_NS, think_s=think * JOB_NS / 1e9),
+             Load(node, deep.path, JOB_NS)]
+    try:
+        time.sleep(0.5)
+        busy = sum(busy_fractions([thinker, deep], node))
+    finally:
+        for p in procs:
+            p.stop()
+    assert busy >= 0.9, f"the engine was busy {busy:.0%} of the time"
