@@ -48,8 +48,8 @@ interactive client" scenario (tests_scheduler.c), each client in a cgroup of
 its own at equal weights, on both devices at once: the p99 of the
 interactive client's cycle latency (submit to done, less its 1 ms job) on
 the policy's device over that on FAIR's, over the cycles of five runs
-pooled (about 2,400 each; one run's p99, of about 500 cycles, moves by a
-third under emulation, so each run's ratio is kept too);
+pooled (about 2,400 cycles per policy; one run's p99, of about 500
+cycles, moves by a third under emulation; each run's ratio is kept too);
 throughput_ratio_vs_fair and
 select_cost_ratio_vs_fair: throughput_ratio and select_cost_ratio, whose
 second device is FAIR's.

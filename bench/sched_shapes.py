@@ -4,8 +4,8 @@ last; each reloads simgpu with the parameters it needs):
 multislot_shallow_error_pts: engines with credit limits 2, 4 and 256 (a
 ring, as xe's and panthor's), a client that has one job at a time (it
 submits the next when the last ends) at weight 900 and at 100 against a
-saturating client at 100 that keeps the ring full (credits + 4 jobs
-queued), 5 ms jobs: the worst error of the shallow client's share of the
+saturating client at 100 that tries to keep the ring full (credits + 4
+jobs queued), 5 ms jobs: the worst error of the shallow client's share of the
 GPU time the two used against its weighted share (90%, 50%). The shallow
 client comes first: what it waited behind a ring the other filled before
 it came would be owed to it afterwards, for longer than the window.

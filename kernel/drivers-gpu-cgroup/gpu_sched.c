@@ -30,12 +30,12 @@
  * share in proportion to their weights at every level and a cgroup gets
  * the product of weight / sum-of-active-sibling-weights down its path.
  * Vtimes are compared only within one key (a priority band). An entity
- * that becomes active after a real idle period starts no lower than the
- * leftmost active sibling of its band stood when its last job in flight
- * was picked: it goes before that sibling's next job, as upstream's fair
- * policy puts a returning entity at the head, banks no credit by idling,
- * and keeps any debt. An entity whose key changes keeps the vtime of the band
- * it leaves and takes back the one of the band it left before, if that is
+ * that becomes active after a real idle period starts no lower than about
+ * one average job (the estimate of one in flight) below the leftmost
+ * active sibling of its band: it goes before that sibling's next job, as
+ * upstream's fair policy puts a returning entity at the head, banks no
+ * credit by idling, and keeps any debt. An entity whose key changes keeps
+ * the vtime of the band it leaves and takes back the one of the band it left before, if that is
  * the band it enters (so a subtree whose key flips between two bands as
  * its high-priority work comes and goes keeps its place in both); in any
  * other band it starts level with the leftmost entity there. So time used
@@ -70,12 +70,14 @@
  * (allowing for the average deviation of its think time).
  * An entity later than that is still expected for four of its cycles (job
  * and think time), but only to keep the ring shallow: work it beats starts
- * when the engine has nothing in flight, so a client that is late now and
- * then finds one job ahead of it rather than a ring's worth.
+ * when the engine has no job in flight (every one charged), so a client
+ * that is late now and then finds one job ahead of it rather than a ring's
+ * worth.
  *
  * So a client that thinks gets the smaller of its demand and its share of
  * the GPU time used, and the others take the gaps its think time leaves
- * where their jobs fit. A budget of slots per cgroup would not do: the
+ * where the job of the one that would run next fits (a pick does not look
+ * further for a shorter one). A budget of slots per cgroup would not do: the
  * shallow client would still wait behind the deep one's part of the ring
  * on every job. An entity that thinks more than twice as long as its jobs
  * run is not expected: a client that went away costs one wait and a
@@ -166,6 +168,7 @@ __setup("gpu_anticipate_us=", gpucg_anticipate_setup);
  */
 struct gpucg_entity {
 	struct gpucg_entity	*parent;	/* NULL for an engine's top */
+	int			depth;		/* below the top */
 	struct gpucg_pool	*pool;		/* NULL for the top and root */
 	struct gpucg_engine	*engine;
 	struct list_head	engine_node;	/* in engine->ents, gpucg_mutex */
@@ -181,7 +184,7 @@ struct gpucg_entity {
 	u64			idle_ns;	/* when it last became idle */
 	u64			think_ns;	/* average think time */
 	u64			think_dev_ns;	/* its average deviation */
-	u64			due_ns;		/* expected end of its last job */
+	u64			due_ns;		/* expected end of its subtree's last job */
 	u32			inflight;	/* jobs started, not charged */
 	struct list_head	expect_node;	/* in engine->expected */
 	int			prio;		/* effective priority */
@@ -228,6 +231,8 @@ static u64 gpucg_window(struct gpucg_entity *e)
 
 /* At most this many entities expected back per engine: the latest */
 #define GPUCG_EXPECT_MAX	8
+/* The shortest time after which a held pick asks again */
+#define GPUCG_RETRY_MIN_NS	(50 * NSEC_PER_USEC)
 
 /*
  * How long after its last job ends the engine expects @e back: its think
@@ -267,14 +272,22 @@ static void gpucg_expect(struct gpucg_entity *e)
 		gpucg_unexpect(e);
 		return;
 	}
-	if (!list_empty(&e->expect_node))
+	if (!list_empty(&e->expect_node)) {
+		list_move_tail(&e->expect_node, &engine->expected);
 		return;
+	}
 	if (engine->nr_expected == GPUCG_EXPECT_MAX)
 		gpucg_unexpect(list_first_entry(&engine->expected,
 						struct gpucg_entity,
 						expect_node));
 	list_add_tail(&e->expect_node, &engine->expected);
 	engine->nr_expected++;
+}
+
+/* The average job of @e: the engine's for a newcomer, 1 ms on a new engine */
+static u64 gpucg_est(struct gpucg_entity *e)
+{
+	return e->est_ns ?: e->engine->est_ns ?: NSEC_PER_MSEC;
 }
 
 /* When the jobs of @e in flight are expected to end, or it went idle. */
@@ -307,6 +320,7 @@ static void gpucg_entity_init(struct gpucg_entity *e, struct gpucg_engine *engin
 {
 	e->engine = engine;
 	e->parent = parent;
+	e->depth = parent ? parent->depth + 1 : 0;
 	e->pool = pool;
 	e->children = RB_ROOT_CACHED;
 	e->queues = RB_ROOT_CACHED;
@@ -380,23 +394,24 @@ static int gpucg_entity_key(struct gpucg_entity *e)
 
 /*
  * Where an entity that joins band @key of @parent's tree starts at the
- * earliest: level with the band's leftmost entity as it stood when its
- * last job in flight was picked, before that job's estimate was charged.
- * So one that comes back goes before the leftmost entity's next job rather
- * than behind it (upstream's fair policy puts a returning entity at the
- * head too), and banks no more than one job of it: not a ring's worth,
- * which it will wait behind anyway. False if the band is empty.
+ * earliest: the band's leftmost entity's vtime, less one average job of it
+ * if it has one in flight (about where it stood when its last job was
+ * picked). So one that comes back goes before the leftmost entity's next
+ * job rather than behind it (upstream's fair policy puts a returning
+ * entity at the head too), and banks no more than one job of it: not a
+ * ring's worth, which it will wait behind anyway. False if the band is
+ * empty.
  */
 static bool gpucg_band_floor(struct gpucg_entity *parent, int key, u64 *floor)
 {
 	struct gpucg_entity *first = gpucg_band_first(parent, key);
-	u64 est;
 
 	if (!first)
 		return false;
-	est = first->inflight ? first->est_ns ?: first->engine->est_ns : 0;
-	*floor = first->vtime - mul_u64_u32_div(est, CGROUP_WEIGHT_DFL,
-						 gpucg_entity_weight(first));
+	*floor = first->vtime;
+	if (first->inflight)
+		*floor -= mul_u64_u32_div(gpucg_est(first), CGROUP_WEIGHT_DFL,
+					  gpucg_entity_weight(first));
 	return true;
 }
 
@@ -440,7 +455,7 @@ static void gpucg_entity_place(struct gpucg_entity *e, int key, u64 now)
 /*
  * Samples the think time of @e, which becomes active again: the gap since
  * its last job retired (none if one is still in flight), at most four times
- * its job, into an average and an average deviation from it, as TCP samples
+ * its job or the window, into an average and an average deviation from it, as TCP samples
  * round trips.
  */
 static void gpucg_entity_think(struct gpucg_entity *e, u64 now)
@@ -1242,11 +1257,7 @@ static struct gpucg_queue *gpucg_next(struct gpucg_engine *engine)
 
 static int gpucg_depth(struct gpucg_entity *e)
 {
-	int d = 0;
-
-	for (; e->parent; e = e->parent)
-		d++;
-	return d;
+	return e->depth;
 }
 
 /*
@@ -1271,7 +1282,7 @@ static bool gpucg_expected_beats(struct gpucg_entity *a, struct gpucg_entity *b)
 	ka = a->active ? max(a->key, prio) : prio;
 	if (ka != b->key)
 		return ka > b->key;
-	return !vtime_before(b->vtime, a->vtime);
+	return vtime_before(a->vtime, b->vtime);
 }
 
 /*
@@ -1283,7 +1294,7 @@ static bool gpucg_fits(struct gpucg_entity *e, struct gpucg_entity *a,
 		       u64 now)
 {
 	struct gpucg_engine *engine = e->engine;
-	u64 end = max(now, engine->busy_until) + (e->est_ns ?: engine->est_ns);
+	u64 end = max(now, engine->busy_until) + gpucg_est(e);
 	u64 back = gpucg_since(a, now) + a->think_ns;
 
 	return (s64)(end + a->think_dev_ns - back) <= 0;
@@ -1292,8 +1303,9 @@ static bool gpucg_fits(struct gpucg_entity *e, struct gpucg_entity *a,
 /*
  * Whether the engine is held for an entity expected back that beats @e:
  * until the entity's wait ends, unless a job of @e fits (gpucg_fits());
- * then, while the entity is late, for as long as the engine has work in
- * flight, so that @e's work does not fill a ring ahead of it. An entity
+ * then, while the entity is late, for as long as the engine has jobs in
+ * flight (not yet charged), so that @e's work does not fill a ring ahead
+ * of it. An entity
  * later than four of its cycles is no longer expected. Return: 0 to let
  * @e's work run, else the time after which to pick again, in ns from @now.
  */
@@ -1316,11 +1328,13 @@ static u64 gpucg_hold(struct gpucg_engine *engine, struct gpucg_entity *e,
 		if ((s64)(until - now) > 0) {
 			if (!gpucg_fits(e, a, now))
 				hold = min(hold, until - now);
-		} else if ((s64)(engine->busy_until - now) > 0) {
-			hold = min(hold, engine->busy_until - now);
+		} else if (engine->tickets) {
+			/* a retirement picks again: the time is a safeguard */
+			hold = min(hold, gpucg_window(a));
 		}
 	}
-	return hold == U64_MAX ? 0 : hold;
+	/* no storm of picks while a job overruns with a tiny window */
+	return hold == U64_MAX ? 0 : max(hold, GPUCG_RETRY_MIN_NS);
 }
 
 /**
@@ -1412,19 +1426,20 @@ void gpucg_queue_start(struct gpucg_queue *q, struct gpucg_ticket *t)
 	t->ent = ent;
 	t->cg = q->cg;
 	/* a newcomer's first jobs count as the engine's average, or 1 ms */
-	t->est_ns = ent->est_ns ?: q->engine->est_ns ?: NSEC_PER_MSEC;
-	for (e = ent; e->parent; e = e->parent)
-		e->inflight++;
+	t->est_ns = gpucg_est(ent);
 	q->engine->tickets++;
 	q->engine->busy_until = max(now, q->engine->busy_until) + t->est_ns;
-	ent->due_ns = q->engine->busy_until;
+	for (e = ent; e->parent; e = e->parent) {
+		e->inflight++;
+		e->due_ns = q->engine->busy_until;
+	}
 	gpucg_entity_account(ent, t->est_ns, false);
 	if (q->active) {
 		wait = now - q->ready_ns;
 		q->ready_ns = now;
 		rb_erase_cached(&q->node, &ent->queues);
 	}
-	q->vtime += t->est_ns ?: 1;
+	q->vtime += t->est_ns;
 	if (vtime_before(ent->qvclock, q->vtime))
 		ent->qvclock = q->vtime;
 	ent->self_vtime += t->est_ns;
@@ -1488,12 +1503,16 @@ void gpucg_charge(struct gpucg_engine *engine, struct gpucg_ticket *t, u64 ns)
 	if (ns)
 		engine->est_ns = engine->est_ns ?
 				 (7 * engine->est_ns + ns) / 8 : ns;
-	/* the jobs behind it move by what it took over its estimate */
-	if (!--engine->tickets)
+	if (!WARN_ON_ONCE(!engine->tickets) && --engine->tickets) {
+		/* the jobs behind it move by what it took over its estimate */
+		if (ns > t->est_ns)
+			engine->busy_until += min(ns - t->est_ns, NSEC_PER_SEC);
+		else
+			engine->busy_until -= t->est_ns - ns;
+	}
+	if (!engine->tickets || (s64)(engine->busy_until - now) < 0)
 		engine->busy_until = now;
-	else
-		engine->busy_until = max(now, engine->busy_until + ns - t->est_ns);
-	/* only work that waits to be ready again: never the kernel's own */
+	/* only work that waits to be ready again */
 	if (!ent->inflight && !ent->active) {
 		if (ns)
 			gpucg_expect(ent);

@@ -54,8 +54,11 @@ def loaded(module: str) -> bool:
 
 
 def unload(module: str) -> None:
+    """Unloads @module; simgpu, loaded with insmod from outside the
+    kernel's module tree, with rmmod (modprobe does not know it)."""
     if loaded(module):
-        subprocess.run(["modprobe", "-r", module], check=True)
+        remove = ["rmmod"] if module == "simgpu" else ["modprobe", "-r"]
+        subprocess.run([*remove, module], check=True)
 
 
 @pytest.fixture(scope="module")

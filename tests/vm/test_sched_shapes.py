@@ -87,7 +87,8 @@ def busy_fractions(cgs: list[Cgroup], node: Path, seconds: float = 2.0) -> list[
 def test_thinking_client_gets_the_smaller_of_demand_and_share(cgroup, simgpu_nodes, think):
     """A client that thinks between its jobs at weight 900 against a
     saturating one at 100 gets what it asks for up to its share (90% of
-    the GPU time used); work conservation alone gives it 50%. What it asks
+    the GPU time used); work conservation alone gives it one job of the
+    other's per job of its own (50%, less with think time). What it asks
     for is what it gets alone: the emulator's latency between two jobs
     slows it alone as much, and is not the policy's."""
     node = simgpu_nodes[0]

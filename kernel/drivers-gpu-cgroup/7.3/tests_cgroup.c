@@ -323,6 +323,7 @@ struct cg_shape_case {
 	unsigned int think_pct;	/* its think time, percent of its job */
 	unsigned int credits;
 	unsigned int share;	/* its share by weight against w100, percent */
+	unsigned int deep_job_us;	/* the deep client's jobs; 0: as long */
 };
 
 static const struct cg_shape_case cg_shape_cases[] = {
@@ -335,6 +336,7 @@ static const struct cg_shape_case cg_shape_cases[] = {
 	{ "think 100%, one slot, weights 9:1", "w900", 100, 1, 90 },
 	{ "think 50%, four slots, weights 9:1", "w900", 50, 4, 90 },
 	{ "think 1000%, one slot, weights 9:1", "w900", 1000, 1, 90 },
+	{ "think 100%, one slot, weights 9:1, deep jobs of 250 us", "w900", 100, 1, 90, 250 },
 };
 
 static void cg_shape_desc(const struct cg_shape_case *c, char *desc)
@@ -353,17 +355,21 @@ KUNIT_ARRAY_PARAM(cg_shape, cg_shape_cases, cg_shape_desc);
  * time used, within 5 points. Its demand includes the latency of a kthread
  * between two jobs, a millisecond under emulation. A shallow client that
  * thinks more than twice as long as its job runs is not waited for: the
- * engine is as busy as with the deep client alone, within 5 points.
+ * engine is as busy as with the deep client alone, within 5 points. Deep
+ * jobs much shorter than the think time fit in its gaps: the deep client
+ * gets at least half of what it gets alone in the time the shallow one
+ * leaves (holding the engine whole would give it a tenth of the time used).
  */
 static void drm_sched_cgroup_shapes(struct kunit *test)
 {
 	const struct cg_shape_case *c = test->param_value;
 	const unsigned int job_us = 2000, think_us = job_us * c->think_pct / 100;
+	const unsigned int deep_us = c->deep_job_us ?: job_us;
 	struct cg_client alone[1] = {
 		{ .params = CG_SHALLOW(c->shallow, job_us, think_us) },
 	};
 	struct cg_client deep[1] = {
-		{ .params = { "w100", c->credits + 4, job_us, 0 } },
+		{ .params = { "w100", c->credits + 4, deep_us, 0 } },
 	};
 	/*
 	 * The shallow client comes first: work that waits behind a ring the
@@ -372,7 +378,7 @@ static void drm_sched_cgroup_shapes(struct kunit *test)
 	 */
 	struct cg_client both[2] = {
 		{ .params = CG_SHALLOW(c->shallow, job_us, think_us) },
-		{ .params = { "w100", c->credits + 4, job_us, 0, 20 } },
+		{ .params = { "w100", c->credits + 4, deep_us, 0, 20 } },
 	};
 	unsigned int demand, got, want, busy, share;
 
@@ -389,12 +395,16 @@ static void drm_sched_cgroup_shapes(struct kunit *test)
 		got = share;
 	KUNIT_EXPECT_GE(test, got + 5, want);
 	KUNIT_EXPECT_LE(test, got, want + 5);
-	if (c->think_pct > 200) {
+	if (c->think_pct > 200 || c->deep_job_us) {
 		cg_run(test, deep, 1, c->credits);
 		kunit_info(test, "%s: the deep client alone keeps the engine %u%% busy\n",
 			   c->description, cg_busy_pct(&deep[0]));
-		KUNIT_EXPECT_GE(test, busy + 5, cg_busy_pct(&deep[0]));
 	}
+	if (c->think_pct > 200)
+		KUNIT_EXPECT_GE(test, busy + 5, cg_busy_pct(&deep[0]));
+	if (c->deep_job_us)
+		KUNIT_EXPECT_GE(test, 200 * cg_busy_pct(&both[1]),
+				cg_busy_pct(&deep[0]) * (100 - demand));
 }
 
 /* Priority: a deep client at priority 100 runs before one at 0. */
