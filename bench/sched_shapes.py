@@ -11,12 +11,12 @@ client comes first: what it waited behind a ring the other filled before
 it came would be owed to it afterwards, for longer than the window.
 think_share_error_pts: one job in flight; a client that runs a 5 ms job,
 waits for it, then thinks for 0, 25, 50 and 100% of the job before the
-next, at weight 900, against a saturating client at 100: the worst error
-of what it gets against the smaller of its demand (job / (job + think))
-and its weighted share (90%). What it gets is its demand scaled by the
-rate at which its jobs complete against the saturating client over the
-rate alone, so that the emulator's own latency between two jobs, which
-slows the client alone as much, does not count as the policy's.
+next, at weight 900, against a saturating client at 100: the worst error,
+in points of the engine's time, of what it gets against the smaller of
+its demand and its weighted share (90%) of the GPU time the two used, as
+7.3's KUnit shapes assert it. Its demand is what it gets alone, so that
+the emulator's latency between two jobs, which counts as think time,
+slows it alone as much and is not the policy's.
 anticipation_idle_pct: under those think loads, the largest fraction of
 wall time the engine was idle although the saturating client had work
 queued, less what it is idle with the saturating client alone (the
@@ -110,9 +110,10 @@ def saturated_busy(top: Cgroup) -> float:
 
 def think_share(top: Cgroup, fraction: float, saturated: float) -> tuple[float, float, float]:
     """A client that thinks @fraction of its job between jobs, at weight
-    THINK_WEIGHT, against a saturating client at 100: (its demand, what it
-    gets, the fraction of the engine left idle beyond what it is with the
-    saturating client alone, @saturated busy), in % (see the top)."""
+    THINK_WEIGHT, against a saturating client at 100: (what it should get,
+    what it gets, the fraction of the engine left idle beyond what it is
+    with the saturating client alone, @saturated busy), in % of the
+    engine's time (see the top)."""
     node, _ = load_simgpu()
     base, thinker, deep = pair(top, f"think{int(fraction * 100)}", THINK_WEIGHT)
     pause_s = fraction * JOB_NS / 1e9
@@ -128,9 +129,9 @@ def think_share(top: Cgroup, fraction: float, saturated: float) -> tuple[float, 
         for load in loads:
             load.stop()
         base.remove(recursive=True)
-    demand = 100.0 / (1.0 + fraction)
-    got = demand * (shares[0] / 100.0 * busy) / alone if alone else 0.0
-    return demand, got, 100.0 * max(0.0, saturated - busy)
+    want = 100.0 * min(alone, THINK_SHARE / 100.0 * busy)
+    got = shares[0] * busy
+    return want, got, 100.0 * max(0.0, saturated - busy)
 
 
 def _signaler(node: str, cgroup: str, fd: int, conn: Connection, stop: Any, ready: Any) -> None:
@@ -219,8 +220,7 @@ def shape_figures(top: Cgroup) -> dict[str, object]:
     saturated = saturated_busy(top)
     for fraction in THINK_FRACTIONS:
         progress(f"think time {int(fraction * 100)}% of the job")
-        demand, got, idle_pct = think_share(top, fraction, saturated)
-        want = min(demand, THINK_SHARE)
+        want, got, idle_pct = think_share(top, fraction, saturated)
         think[f"{int(fraction * 100)}%"] = {"share": round(got, 2), "want": round(want, 2),
                                            "idle": round(idle_pct, 2)}
         think_errors.append(abs(got - want))
