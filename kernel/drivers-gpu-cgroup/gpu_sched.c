@@ -393,18 +393,21 @@ static int gpucg_entity_key(struct gpucg_entity *e)
 }
 
 /*
- * Where an entity that joins band @key of @parent's tree starts at the
+ * Where @e, which joins band @key of its parent's tree, starts at the
  * earliest: the band's leftmost entity's vtime, less one average job of it
  * if it has one in flight (about where it stood when its last job was
  * picked). So one that comes back goes before the leftmost entity's next
  * job rather than behind it (upstream's fair policy puts a returning
  * entity at the head too), and banks no more than one job of it: not a
- * ring's worth, which it will wait behind anyway. False if the band is
- * empty.
+ * ring's worth, which it will wait behind anyway. On a tie, @e goes first
+ * if its jobs are no longer than the leftmost's (upstream's fair policy
+ * breaks the tie the same way, for interactivity): one that comes back
+ * between the leftmost's job retiring and its next pick would otherwise
+ * wait a whole job of it. False if the band is empty.
  */
-static bool gpucg_band_floor(struct gpucg_entity *parent, int key, u64 *floor)
+static bool gpucg_band_floor(struct gpucg_entity *e, int key, u64 *floor)
 {
-	struct gpucg_entity *first = gpucg_band_first(parent, key);
+	struct gpucg_entity *first = gpucg_band_first(e->parent, key);
 
 	if (!first)
 		return false;
@@ -412,6 +415,8 @@ static bool gpucg_band_floor(struct gpucg_entity *parent, int key, u64 *floor)
 	if (first->inflight)
 		*floor -= mul_u64_u32_div(gpucg_est(first), CGROUP_WEIGHT_DFL,
 					  gpucg_entity_weight(first));
+	if (gpucg_est(e) <= gpucg_est(first))
+		*floor -= 1;
 	return true;
 }
 
@@ -429,7 +434,7 @@ static void gpucg_entity_place(struct gpucg_entity *e, int key, u64 now)
 	bool idled = !e->inflight &&
 		     now - e->idle_ns > max(gpucg_window(e), gpucg_expect_ns(e));
 	u64 floor = e->parent->vclock;
-	bool found = gpucg_band_floor(e->parent, key, &floor);
+	bool found = gpucg_band_floor(e, key, &floor);
 	int back;
 
 	if (e->placed && e->key != key) {
