@@ -36,7 +36,7 @@ test: ## every test tier: lint, host, then 6.12's and 7.3's kernel tiers (7.3's 
 # scheduling VM tests, i915 and upstream's drm_sched KUnit suites; the rest of
 # its VM tier is `make test-7.3-rest` (the README gives both times).
 VM_CORE_TESTS := tests/vm/test_controller.py tests/vm/test_sched.py tests/vm/test_sched_clients.py \
-	tests/vm/test_sched_shapes.py
+	tests/vm/test_sched_shapes.py tests/vm/test_sched_inherit.py
 ifeq ($(PYCGPU_BASE),7.3)
 test-base: TESTS = $(VM_CORE_TESTS)
 test-base: test-vm test-i915 test-kunit

@@ -27,18 +27,22 @@ waits on a 1 ms job of a client at -100 (through a shared syncobj, one
 pair at a time): its job rate while a cgroup at priority 0 saturates the
 signaler's engine over its rate without that load, with the signaler on
 the same engine and on another device; the worse of the two.
+inversion_rate_ratio_same_band: the same with the signaler at 100, where
+there is nothing to invert: what the load costs the pair on an engine
+that does not preempt (a job at 100 still waits for the job at 0 that
+runs, and the signaler's job is not lent a priority before the waiter's
+job that waits on it is queued). inversion_rate_ratio cannot exceed it
+by more than the noise; the two apart are what inheritance leaves.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
 
 from schedload import JOB_NS, WINDOW_S, Pulse, devt, load_simgpu, progress, usage
-from simgpu import ClientProcess, Load, SimGpu
+from simgpu import ClientProcess, Load, SimGpu, linked_signaler, waited_jobs
 
 from pycgpu.core.cgroup import Cgroup
 
@@ -134,27 +138,11 @@ def think_share(top: Cgroup, fraction: float, saturated: float) -> tuple[float, 
     return want, got, 100.0 * max(0.0, saturated - busy)
 
 
-def _signaler(node: str, cgroup: str, fd: int, conn: Connection, stop: Any, ready: Any) -> None:
-    """Submits a job that signals the syncobj behind @fd each time @conn
-    asks, and says when it has."""
-    Path(cgroup, "cgroup.procs").write_text(str(os.getpid()))
-    with SimGpu(node) as gpu:
-        handle = gpu.syncobj_import(fd)
-        ready.set()
-        while not stop.is_set():
-            if conn.poll(0.1):
-                conn.recv()
-                gpu.submit(LINK_JOB_NS, signal=handle)
-                conn.send(None)
-
-
 def inversion_rate(top: Cgroup, name: str, wait_node: Path, signal_node: Path,
-                   middle: bool) -> float:
+                   middle: bool, signal_prio: int = -100) -> float:
     """Jobs per second of a client at priority 100 on @wait_node whose every
-    job waits on one of a client at -100 on @signal_node, over a window,
-    with (@middle) a saturating load at priority 0 on @signal_node."""
-    import multiprocessing
-
+    job waits on one of a client at @signal_prio on @signal_node, over a
+    window, with (@middle) a saturating load at priority 0 on @signal_node."""
     base = top.child(name)
     high, low, mid = base.child("high"), base.child("low"), base.child("middle")
     for g in (base, high, low, mid):
@@ -163,46 +151,29 @@ def inversion_rate(top: Cgroup, name: str, wait_node: Path, signal_node: Path,
     top.set_priority(1000)
     base.set_priority(1000)
     high.set_priority(100)
-    low.set_priority(-100)
+    low.set_priority(signal_prio)
     procs: list[ClientProcess] = []
     done = 0
-    parent, child = multiprocessing.Pipe()
     try:
         if middle:
             procs.append(Load(signal_node, mid.path, JOB_NS, depth=6))
         high.add_proc(os.getpid())
         with SimGpu(wait_node) as gpu:
-            link = gpu.syncobj_create()
-            fd = gpu.syncobj_export(link)
-            try:
-                signaler = ClientProcess(_signaler, signal_node, low.path, fd, child,
-                                         what="signaler")
-                procs.append(signaler)
-            finally:
-                os.close(fd)
-                child.close()  # the signaler's end: its exit reads as EOF here
+            link, signaler = linked_signaler(gpu, signal_node, low.path, LINK_JOB_NS)
+            procs.append(signaler)
             time.sleep(0.3)
-            end = time.monotonic() + WINDOW_S
-            while (left := end - time.monotonic()) > 0:
-                parent.send(None)
-                if not parent.poll(left):
-                    break
-                try:
-                    parent.recv()
-                except EOFError:
-                    raise RuntimeError("the signaler died") from None
-                seqno = gpu.submit(LINK_JOB_NS, wait_for=link)
-                try:
-                    gpu.wait(seqno, timeout_ns=max(1, int((end - time.monotonic()) * 1e9)))
-                except OSError:
-                    break  # the window ended with the job still waiting
-                done += 1
+            done = waited_jobs(gpu, link, [signaler], LINK_JOB_NS, WINDOW_S)
     finally:
         Cgroup(top.mount).add_proc(os.getpid())
         for proc in procs:
             proc.stop()
         base.remove(recursive=True)
     return done / WINDOW_S
+
+
+def worst_ratio(rates: dict[str, dict[str, float]], key: str) -> float:
+    """The smallest of @key's rate over the rate alone, over @rates."""
+    return round(min(r[key] / r["alone"] if r["alone"] else 0.0 for r in rates.values()), 3)
 
 
 def shape_figures(top: Cgroup) -> dict[str, object]:
@@ -232,7 +203,10 @@ def shape_figures(top: Cgroup) -> dict[str, object]:
         progress(f"priority inversion, {where}")
         alone = inversion_rate(top, "inv-alone", node0, signal_node, middle=False)
         loaded = inversion_rate(top, "inv-loaded", node0, signal_node, middle=True)
-        rates[where] = {"alone": round(alone, 1), "loaded": round(loaded, 1)}
+        same = inversion_rate(top, "inv-same", node0, signal_node, middle=True,
+                              signal_prio=100)
+        rates[where] = {"alone": round(alone, 1), "loaded": round(loaded, 1),
+                        "loaded_same_band": round(same, 1)}
     load_simgpu()
     return {
         "multislot_shallow_error_pts": round(max(errors), 2),
@@ -240,7 +214,7 @@ def shape_figures(top: Cgroup) -> dict[str, object]:
         "think_share_error_pts": round(max(think_errors), 2),
         "think_share_pct": think,
         "anticipation_idle_pct": round(max(idle), 2),
-        "inversion_rate_ratio": round(min(r["loaded"] / r["alone"] if r["alone"] else 0.0
-                                          for r in rates.values()), 3),
+        "inversion_rate_ratio": worst_ratio(rates, "loaded"),
+        "inversion_rate_ratio_same_band": worst_ratio(rates, "loaded_same_band"),
         "inversion_rates_per_s": rates,
     }

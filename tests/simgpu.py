@@ -14,8 +14,10 @@ from __future__ import annotations
 import collections
 import multiprocessing
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from multiprocessing.synchronize import Event
 from pathlib import Path
 
@@ -180,3 +182,80 @@ class Load(ClientProcess):
                  depth: int = 6, priority: int = 0, engine: int = 0) -> None:
         super().__init__(_saturate, node, cgroup, duration_ns, depth, priority, engine,
                          what="load")
+
+
+def _signal(node: str, cgroup: str | None, wait_fd: int, signal_fd: int, duration_ns: int,
+            conn: Connection, stop: Event, ready: Event) -> None:
+    if cgroup is not None:
+        Path(cgroup, "cgroup.procs").write_text(str(os.getpid()))
+    with SimGpu(node) as gpu:
+        wait_for = gpu.syncobj_import(wait_fd) if wait_fd >= 0 else 0
+        signal = gpu.syncobj_import(signal_fd)
+        ready.set()
+        while not stop.is_set():
+            if conn.poll(0.1):
+                for _ in range(conn.recv()):
+                    gpu.submit(duration_ns, wait_for=wait_for, signal=signal)
+                conn.send(None)
+
+
+class Signaler(ClientProcess):
+    """A process in @cgroup that queues, each time submit() asks, jobs of
+    @duration_ns on @node that wait on the syncobj behind @wait_fd (-1:
+    none) and put their fence in the syncobj behind @signal_fd: another
+    client's job can wait on them (priority inheritance through fences)."""
+
+    def __init__(self, node: str | Path, cgroup: str | Path | None, signal_fd: int,
+                 duration_ns: int, wait_fd: int = -1) -> None:
+        ctx = multiprocessing.get_context("fork")
+        self._conn, child = ctx.Pipe()
+        try:
+            super().__init__(_signal, node, cgroup, wait_fd, signal_fd, duration_ns, child,
+                             what="signaler")
+        finally:
+            child.close()  # the child's end: its exit reads as EOF here
+
+    def submit(self, jobs: int = 1, timeout_s: float = 10.0) -> None:
+        """Queue @jobs jobs; the last one's fence is in the signal syncobj
+        when this returns."""
+        self._conn.send(jobs)
+        if not self._conn.poll(timeout_s):
+            raise TimeoutError("the signaler did not answer")
+        try:
+            self._conn.recv()
+        except EOFError:
+            raise RuntimeError("the signaler died") from None
+
+
+def linked_signaler(gpu: SimGpu, node: str | Path, cgroup: str | Path | None, duration_ns: int,
+                    wait_fd: int = -1) -> tuple[int, Signaler]:
+    """A new syncobj of @gpu's file, and a Signaler on @node in @cgroup
+    whose jobs put their fences in it (and wait on the syncobj behind
+    @wait_fd, if any)."""
+    handle = gpu.syncobj_create()
+    fd = gpu.syncobj_export(handle)
+    try:
+        return handle, Signaler(node, cgroup, fd, duration_ns, wait_fd)
+    finally:
+        os.close(fd)
+
+
+def waited_jobs(gpu: SimGpu, link: int, signalers: list[Signaler], duration_ns: int,
+                seconds: float) -> int:
+    """Jobs of @duration_ns of @gpu's file, each waiting on syncobj @link
+    after each of @signalers queued a job, completed within @seconds."""
+    done = 0
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        try:
+            for signaler in signalers:
+                signaler.submit(timeout_s=left)
+        except TimeoutError:
+            break
+        seqno = gpu.submit(duration_ns, wait_for=link)
+        try:
+            gpu.wait(seqno, timeout_ns=max(1, int((end - time.monotonic()) * 1e9)))
+        except OSError:
+            break  # the window ended with the job still waiting
+        done += 1
+    return done

@@ -18,13 +18,19 @@
  * Registration, creation and teardown of devices, engines and clients, and
  * gpucg_queue_init(), gpucg_client_set_owner() and gpucg_try_charge_mem()
  * may sleep; the calls on queues, tickets and charges neither sleep nor
- * allocate and may be called from any context. Each call's kernel-doc says
- * its context.
+ * allocate and may be called from any context, but for the picks of an
+ * engine that waits are linked to (see gpucg_boost_link()). Each call's
+ * kernel-doc says its context.
+ *
+ * A queue whose next work waits on a job of another client that has not
+ * left its queue lends that client's cgroup its priority on the job's
+ * engine (gpucg_boost_link()) until the job goes to the hardware.
  */
 #ifndef _LINUX_CGROUP_GPU_H
 #define _LINUX_CGROUP_GPU_H
 
 #include <linux/err.h>
+#include <linux/list.h>
 #include <linux/rbtree.h>
 #include <linux/types.h>
 
@@ -63,6 +69,26 @@ struct gpucg_ticket {
 	struct gpucg_entity	*ent;
 	struct gpucg		*cg;
 	u64			est_ns;
+};
+
+/**
+ * struct gpucg_boost - a queue's wait on work of another client, for
+ *			priority inheritance
+ *
+ * Embedded, zeroed, in the driver's queue (or wherever it keeps the wait
+ * of the queue's next work), linked by gpucg_boost_link() and unlinked by
+ * gpucg_boost_unlink(); the core also unlinks it once @done says the work
+ * it waits for has left its queue. The driver reads none of it.
+ */
+struct gpucg_boost {
+	struct list_head	in_node;
+	struct list_head	to_node;
+	struct list_head	out_node;
+	struct gpucg_entity	*from;
+	struct gpucg_entity	*to;
+	bool			(*done)(struct gpucg_boost *b);
+	int			prio;
+	int			hops;
 };
 
 /**
@@ -148,6 +174,10 @@ void gpucg_queue_charge(struct gpucg_queue *q, u64 ns);
 bool gpucg_queue_before(const struct gpucg_queue *a,
 			const struct gpucg_queue *b);
 u32 gpucg_queue_share(struct gpucg_queue *q);
+void gpucg_boost_link(struct gpucg_boost *b, struct gpucg_queue *waiter,
+		      struct gpucg_engine *engine, struct gpucg_client *client,
+		      bool (*done)(struct gpucg_boost *b));
+void gpucg_boost_unlink(struct gpucg_boost *b);
 
 #else /* CONFIG_CGROUP_GPU */
 
@@ -298,6 +328,18 @@ static inline bool gpucg_queue_before(const struct gpucg_queue *a,
 static inline u32 gpucg_queue_share(struct gpucg_queue *q)
 {
 	return 0;
+}
+
+static inline void gpucg_boost_link(struct gpucg_boost *b,
+				    struct gpucg_queue *waiter,
+				    struct gpucg_engine *engine,
+				    struct gpucg_client *client,
+				    bool (*done)(struct gpucg_boost *b))
+{
+}
+
+static inline void gpucg_boost_unlink(struct gpucg_boost *b)
+{
 }
 
 #endif /* CONFIG_CGROUP_GPU */

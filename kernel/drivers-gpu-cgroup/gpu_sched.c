@@ -93,6 +93,34 @@
  * in flight one after another, as a ring does; it never makes a client
  * wait for itself.
  *
+ * Priority inheritance. A queue whose next work waits on a job of another
+ * client that is still in its queue (a fence of a job not yet handed to
+ * the hardware) would wait for as long as work of a band between the two
+ * keeps that job's queue from running: a cgroup at priority 100 waiting on
+ * one at -100 gets nothing while one at 0 saturates the engine. So the
+ * waiter lends its effective priority (gpucg_boost_link()) to the
+ * signaller's cgroup on the signaller's engine, which may be another
+ * engine or device: that entity's own queues count in the band of the
+ * highest priority lent to it (its boost) until the job leaves the queue
+ * (the driver's done callback says so, and the engine's next pick drops
+ * the link), or the waiter stops waiting. The whole entity rises, not the
+ * one queue: the cgroup's other queues ride along for that one job, and
+ * its own order (context priority, round robin, a driver's fair policy)
+ * still decides among them. Its GPU time is charged to its own cgroup as
+ * ever: the estimate of a job started on loan to its vtime in the band it
+ * was lent (see above), the correction when the job ends to the band it
+ * is in then. A waiter
+ * lends what it has: its own effective priority, which its ancestors
+ * already cap, or what is lent to it in turn, so chains pass a priority
+ * on (a signaller that waits itself lends further) and a delegated
+ * subtree can raise work only to the priority of a waiter that already
+ * has it. A priority passed on travels at most GPUCG_BOOST_HOPS links and
+ * a change updates at most GPUCG_BOOST_BUDGET of them, so a cycle of
+ * waits (a deadlock, or cgroups whose clients wait on each other's jobs)
+ * cannot loop; a loan that cycles outlives its source until the waits
+ * end. An entity on loan is not held for an expected entity whose
+ * priority is no higher than the loan (the waiter may be that entity).
+ *
  * Inside a cgroup, queues are ordered by context priority, then by their
  * own vtime (the estimates of the jobs they started), so the clients of one
  * cgroup take turns instead of running FIFO. The root cgroup's queues sit
@@ -128,6 +156,14 @@
  * destroyed. The entities an
  * engine expects back are not pinned, so that an idle engine keeps no
  * removed cgroup alive: freeing an entity takes it off the list.
+ * gpucg_boost_lock protects every link of priority inheritance, the lists
+ * of links out of and into each entity and into each engine, and nests
+ * outside engine locks, which it takes one at a time, along chains of
+ * links too: a pick on an engine that links point into, and everything
+ * that links, takes the locks of the engines reachable along them. A link
+ * pins the cgroups of both its ends, and an engine's destruction drops
+ * the links to and from it and refuses new ones. An entity's boost is
+ * written under both locks.
  */
 
 #include <linux/cgroup.h>
@@ -188,6 +224,10 @@ struct gpucg_entity {
 	u32			inflight;	/* jobs started, not charged */
 	struct list_head	expect_node;	/* in engine->expected */
 	int			prio;		/* effective priority */
+	int			boost;		/* highest priority lent to it */
+	int			boost_hops;	/* links the boost came over */
+	struct list_head	boosts_out;	/* links of its waits, boost lock */
+	struct list_head	boosts_in;	/* links into it, boost lock */
 	int			key;		/* its band in the parent's tree */
 	int			left_key;	/* the band it left last */
 	bool			active;
@@ -208,6 +248,9 @@ struct gpucg_engine {
 	u64			busy_until;	/* expected end of the jobs in flight */
 	u32			tickets;	/* jobs in flight */
 	u64			est_ns;		/* average job of all entities */
+	struct list_head	boosts;		/* links into it, boost lock */
+	unsigned int		nr_boosts;
+	bool			dying;		/* takes no more links, boost lock */
 	bool			schedules;	/* its scheduler follows the policy */
 	const struct gpucg_group_ops *group_ops; /* NULL: not grouped */
 	void			*group_priv;
@@ -325,6 +368,9 @@ static void gpucg_entity_init(struct gpucg_entity *e, struct gpucg_engine *engin
 	e->children = RB_ROOT_CACHED;
 	e->queues = RB_ROOT_CACHED;
 	e->key = GPUCG_KEY_NONE;
+	e->boost = GPUCG_KEY_NONE;
+	INIT_LIST_HEAD(&e->boosts_out);
+	INIT_LIST_HEAD(&e->boosts_in);
 	INIT_LIST_HEAD(&e->engine_node);
 	INIT_LIST_HEAD(&e->expect_node);
 	RB_CLEAR_NODE(&e->node);
@@ -383,11 +429,18 @@ static struct gpucg_entity *gpucg_band_first(struct gpucg_entity *e, int key)
 	return found;
 }
 
+/* The band of the entity's own queues: its priority, or what it is lent. */
+static int gpucg_own_key(const struct gpucg_entity *e)
+{
+	return max(e->prio, e->boost);
+}
+
 /* The entity's key: the highest band of its ready work. */
 static int gpucg_entity_key(struct gpucg_entity *e)
 {
 	struct gpucg_entity *child = gpucg_first_child(e);
-	int key = RB_EMPTY_ROOT(&e->queues.rb_root) ? GPUCG_KEY_NONE : e->prio;
+	int key = RB_EMPTY_ROOT(&e->queues.rb_root) ? GPUCG_KEY_NONE :
+		  gpucg_own_key(e);
 
 	return child ? max(key, child->key) : key;
 }
@@ -531,6 +584,256 @@ static struct gpucg_entity *gpucg_entity_find(struct gpucg *cg,
 }
 
 /*
+ * Priority inheritance: the links of waiting queues to the entities whose
+ * work they wait for (see the top of this file).
+ */
+
+/* Links a priority passed on travels at most */
+#define GPUCG_BOOST_HOPS	4
+/* Links one change updates at most */
+#define GPUCG_BOOST_BUDGET	64
+
+static DEFINE_SPINLOCK(gpucg_boost_lock);
+
+static void gpucg_boost_update(struct gpucg_entity *e, int *budget);
+
+/*
+ * Sets the priority @b lends: its waiter's own, or what is lent to the
+ * waiter if that is higher and came over fewer than GPUCG_BOOST_HOPS
+ * links. Boost lock held. Return: whether it changed.
+ */
+static bool gpucg_boost_carry(struct gpucg_boost *b)
+{
+	struct gpucg_entity *from = b->from;
+	int prio = READ_ONCE(from->prio), hops = 1;
+
+	if (from->boost > prio && from->boost_hops < GPUCG_BOOST_HOPS) {
+		prio = from->boost;
+		hops = from->boost_hops + 1;
+	}
+	if (prio == b->prio && hops == b->hops)
+		return false;
+	b->prio = prio;
+	b->hops = hops;
+	return true;
+}
+
+/* Passes a change of what @e lends on to the links of its waits. */
+static void gpucg_boost_pass(struct gpucg_entity *e, int *budget)
+{
+	struct gpucg_boost *b;
+
+	list_for_each_entry(b, &e->boosts_out, out_node) {
+		if (--*budget < 0)
+			return;
+		if (gpucg_boost_carry(b))
+			gpucg_boost_update(b->to, budget);
+	}
+}
+
+/*
+ * Sets @e's boost to the highest priority its links lend it, re-sorts it,
+ * and passes a change on, within @budget links. Boost lock held; takes
+ * @e's engine lock, with interrupts off already.
+ */
+static void gpucg_boost_update(struct gpucg_entity *e, int *budget)
+{
+	int boost = GPUCG_KEY_NONE, hops = 0;
+	struct gpucg_boost *b;
+	bool changed;
+
+	lockdep_assert_held(&gpucg_boost_lock);
+	list_for_each_entry(b, &e->boosts_in, to_node) {
+		if (b->prio > boost || (b->prio == boost && b->hops < hops)) {
+			boost = b->prio;
+			hops = b->hops;
+		}
+	}
+	changed = boost != e->boost || hops != e->boost_hops;
+	if (!changed)
+		return;
+	spin_lock(&e->engine->lock);
+	e->boost = boost;
+	e->boost_hops = hops;
+	gpucg_entity_update(e, ktime_get_ns());
+	spin_unlock(&e->engine->lock);
+	gpucg_boost_pass(e, budget);
+}
+
+/*
+ * Takes @b off both its ends and unpins them. Boost lock held: the waiter
+ * reads @b only under it (gpucg_boost_unlink()).
+ */
+static void gpucg_boost_detach(struct gpucg_boost *b)
+{
+	struct gpucg_entity *to = b->to, *from = b->from;
+	struct gpucg_engine *engine = to->engine;
+	int budget = GPUCG_BOOST_BUDGET;
+
+	spin_lock(&engine->lock);
+	list_del(&b->in_node);
+	WRITE_ONCE(engine->nr_boosts, engine->nr_boosts - 1);
+	spin_unlock(&engine->lock);
+	list_del(&b->to_node);
+	list_del(&b->out_node);
+	b->to = NULL;
+	b->from = NULL;
+	gpucg_boost_update(to, &budget);
+	gpucg_entity_unpin(to);
+	gpucg_entity_unpin(from);
+}
+
+/*
+ * Drops the links into @engine whose work has left its queue, before a
+ * pick: a loan never outlasts the job it was for by a pick.
+ */
+static void gpucg_boost_expire(struct gpucg_engine *engine)
+{
+	struct gpucg_boost *b, *tmp;
+	unsigned long flags;
+
+	if (!READ_ONCE(engine->nr_boosts))
+		return;
+	spin_lock_irqsave(&gpucg_boost_lock, flags);
+	list_for_each_entry_safe(b, tmp, &engine->boosts, in_node)
+		if (b->done(b))
+			gpucg_boost_detach(b);
+	spin_unlock_irqrestore(&gpucg_boost_lock, flags);
+}
+
+/*
+ * Drops every link into @engine and out of its entities, and refuses new
+ * ones into it: its entities are freed next. gpucg_mutex held.
+ */
+static void gpucg_boost_drop_engine(struct gpucg_engine *engine)
+{
+	struct gpucg_boost *b, *tmp;
+	struct gpucg_entity *ent;
+	unsigned long flags;
+
+	spin_lock_irqsave(&gpucg_boost_lock, flags);
+	engine->dying = true;
+	list_for_each_entry_safe(b, tmp, &engine->boosts, in_node)
+		gpucg_boost_detach(b);
+	list_for_each_entry(ent, &engine->ents, engine_node)
+		list_for_each_entry_safe(b, tmp, &ent->boosts_out, out_node)
+			gpucg_boost_detach(b);
+	list_for_each_entry_safe(b, tmp, &engine->root.boosts_out, out_node)
+		gpucg_boost_detach(b);
+	spin_unlock_irqrestore(&gpucg_boost_lock, flags);
+}
+
+/* Passes a change of @e's own priority on to the links of its waits. */
+static void gpucg_boost_refresh(struct gpucg_entity *e)
+{
+	int budget = GPUCG_BOOST_BUDGET;
+	unsigned long flags;
+
+	spin_lock_irqsave(&gpucg_boost_lock, flags);
+	gpucg_boost_pass(e, &budget);
+	spin_unlock_irqrestore(&gpucg_boost_lock, flags);
+}
+
+/**
+ * gpucg_boost_link() - lend a waiting queue's priority to the work it waits for
+ * @b: the wait, zeroed or unlinked; linked to nothing if it was linked
+ * @waiter: the queue whose next work waits
+ * @engine: the engine of the job it waits for, which the caller knows to
+ *	    be alive (its job is queued on it)
+ * @client: that job's client; NULL (kernel work) links nothing
+ * @done: says, under the core's locks and without sleeping, whether the
+ *	  job has left its queue (gone to the hardware, or been cancelled):
+ *	  the engine's next pick then drops the link
+ *
+ * Until gpucg_boost_unlink() or @done, the cgroup that owns @client now
+ * runs its queues on @engine at least at @waiter's effective priority, or
+ * at what is lent to @waiter in turn (see the top of this file). Nothing
+ * is linked to the waiter's own cgroup on its own engine, nor to an engine
+ * that does not schedule or is being destroyed. A client whose owner moved
+ * while its job was queued may have the job in its former cgroup, which
+ * is then not lent anything.
+ *
+ * Context: process context, not under an engine's lock, where the drivers
+ * of every engine reachable along the links allow their engines' locks to
+ * be taken (drm_sched's: process context).
+ */
+void gpucg_boost_link(struct gpucg_boost *b, struct gpucg_queue *waiter,
+		      struct gpucg_engine *engine, struct gpucg_client *client,
+		      bool (*done)(struct gpucg_boost *b))
+{
+	struct gpucg_entity *from, *to = NULL;
+	int budget = GPUCG_BOOST_BUDGET;
+	unsigned long flags;
+	struct gpucg *cg;
+	bool pinned;
+
+	gpucg_boost_unlink(b);
+	if (!waiter->engine || !engine || !engine->schedules || !client)
+		return;
+	rcu_read_lock();
+	cg = rcu_dereference(client->cg);
+	/* the client may drop its reference on @cg right now */
+	pinned = cg == &gpucg_root || css_tryget(&cg->css);
+	rcu_read_unlock();
+	if (!pinned)
+		return;
+
+	/* the waiter's entity, pinned: its queue may move when it activates */
+	spin_lock_irqsave(&waiter->engine->lock, flags);
+	from = waiter->ent;
+	gpucg_entity_pin(from);
+	spin_unlock_irqrestore(&waiter->engine->lock, flags);
+
+	spin_lock_irqsave(&gpucg_boost_lock, flags);
+	/* an engine's entities outlive it only until its destruction drops links */
+	if (!engine->dying)
+		to = gpucg_entity_find(cg, engine);
+	if (!to || to == from) {
+		spin_unlock_irqrestore(&gpucg_boost_lock, flags);
+		if (cg != &gpucg_root)
+			css_put(&cg->css);
+		gpucg_entity_unpin(from);
+		return;
+	}
+	b->from = from;
+	b->to = to;
+	b->done = done;
+	b->prio = GPUCG_KEY_NONE;
+	b->hops = 0;
+	list_add_tail(&b->out_node, &from->boosts_out);
+	list_add_tail(&b->to_node, &to->boosts_in);
+	gpucg_boost_carry(b);
+	spin_lock(&engine->lock);
+	list_add_tail(&b->in_node, &engine->boosts);
+	WRITE_ONCE(engine->nr_boosts, engine->nr_boosts + 1);
+	spin_unlock(&engine->lock);
+	gpucg_boost_update(to, &budget);
+	spin_unlock_irqrestore(&gpucg_boost_lock, flags);
+}
+EXPORT_SYMBOL_GPL(gpucg_boost_link);
+
+/**
+ * gpucg_boost_unlink() - the waiting queue no longer waits
+ * @b: the wait; nothing happens if it is not linked (or was unlinked by
+ *     the core)
+ *
+ * After this returns the core neither calls @b's done callback nor
+ * touches @b.
+ *
+ * Context: as gpucg_boost_link().
+ */
+void gpucg_boost_unlink(struct gpucg_boost *b)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&gpucg_boost_lock, flags);
+	if (b->to)
+		gpucg_boost_detach(b);
+	spin_unlock_irqrestore(&gpucg_boost_lock, flags);
+}
+EXPORT_SYMBOL_GPL(gpucg_boost_unlink);
+
+/*
  * Gives @ent of @cg its run queue, on a grouped engine: a queue of the
  * entity that stands for the cgroup, with no client and no reference of its
  * own (the entity lives as long as the cgroup).
@@ -644,6 +947,7 @@ struct gpucg_engine *__gpucg_engine_create(struct gpucg_device *dev,
 	lockdep_set_class(&engine->lock, key);
 	INIT_LIST_HEAD(&engine->ents);
 	INIT_LIST_HEAD(&engine->expected);
+	INIT_LIST_HEAD(&engine->boosts);
 	gpucg_entity_init(&engine->top, engine, NULL, NULL);
 	gpucg_entity_init(&engine->root, engine, &engine->top, NULL);
 	if (gpucg_group_alloc(&engine->root, &gpucg_root)) {
@@ -678,6 +982,7 @@ void gpucg_engine_destroy(struct gpucg_engine *engine)
 	if (IS_ERR_OR_NULL(engine))
 		return;
 	mutex_lock(&gpucg_mutex);
+	gpucg_boost_drop_engine(engine);
 	if (engine->group_ops) {
 		spin_lock_irqsave(&engine->lock, flags);
 		while ((q = gpucg_next(engine)))
@@ -714,6 +1019,8 @@ void gpucg_sched_pool_free(struct gpucg_pool *pool)
 		gpucg_unexpect(ent);
 		spin_unlock_irqrestore(&ent->engine->lock, flags);
 		WARN_ON_ONCE(ent->active || ent->inflight ||
+			     !list_empty(&ent->boosts_out) ||
+			     !list_empty(&ent->boosts_in) ||
 			     !RB_EMPTY_ROOT(&ent->queues.rb_root) ||
 			     !RB_EMPTY_ROOT(&ent->children.rb_root));
 		list_del(&ent->engine_node);
@@ -753,9 +1060,10 @@ void gpucg_sched_rekey(struct gpucg *cg)
 		xa_for_each(&css_gpucg(pos)->pools, id, pool) {
 			xa_for_each(&pool->ents, eid, ent) {
 				spin_lock_irqsave(&ent->engine->lock, flags);
-				ent->prio = prio;
+				WRITE_ONCE(ent->prio, prio);
 				gpucg_entity_update(ent, ktime_get_ns());
 				spin_unlock_irqrestore(&ent->engine->lock, flags);
+				gpucg_boost_refresh(ent);
 			}
 		}
 	}
@@ -1250,8 +1558,8 @@ static struct gpucg_queue *gpucg_next(struct gpucg_engine *engine)
 		if (!child)
 			return q;
 		/* own queues against the children, as one more child */
-		if (q && (child->key < e->prio ||
-			  (child->key == e->prio &&
+		if (q && (child->key < gpucg_own_key(e) ||
+			  (child->key == gpucg_own_key(e) &&
 			   vtime_before(e->self_vtime, child->vtime))))
 			return q;
 		if (vtime_before(e->vclock, child->vtime))
@@ -1272,7 +1580,7 @@ static int gpucg_depth(struct gpucg_entity *e)
 static bool gpucg_expected_beats(struct gpucg_entity *a, struct gpucg_entity *b)
 {
 	int da = gpucg_depth(a), db = gpucg_depth(b);
-	int prio = a->prio, ka;
+	int prio = gpucg_own_key(a), ka;
 
 	for (; da > db; da--)
 		a = a->parent;
@@ -1311,12 +1619,16 @@ static bool gpucg_fits(struct gpucg_entity *e, struct gpucg_entity *a,
  * then, while the entity is late, for as long as the engine has jobs in
  * flight (not yet charged), so that @e's work does not fill a ring ahead
  * of it. An entity
- * later than four of its cycles is no longer expected. Return: 0 to let
+ * later than four of its cycles is no longer expected, and one whose
+ * priority is no higher than what @e is lent (gpucg_boost_link()) holds
+ * nothing for it: it may be the waiter @e serves. Return: 0 to let
  * @e's work run, else the time after which to pick again, in ns from @now.
  */
 static u64 gpucg_hold(struct gpucg_engine *engine, struct gpucg_entity *e,
 		      u64 now)
 {
+	/* what @e is lent, if it is: it serves a waiter of no more */
+	int lent = e->boost > e->prio ? e->boost : GPUCG_KEY_NONE;
 	struct gpucg_entity *a, *tmp;
 	u64 until, wait, hold = U64_MAX;
 
@@ -1328,7 +1640,8 @@ static u64 gpucg_hold(struct gpucg_engine *engine, struct gpucg_entity *e,
 			gpucg_unexpect(a);
 			continue;
 		}
-		if (!gpucg_expected_beats(a, e))
+		/* the waiter may be the one expected: never held for it */
+		if (gpucg_own_key(a) <= lent || !gpucg_expected_beats(a, e))
 			continue;
 		if ((s64)(until - now) > 0) {
 			if (!gpucg_fits(e, a, now))
@@ -1354,9 +1667,12 @@ static u64 gpucg_hold(struct gpucg_engine *engine, struct gpucg_entity *e,
  *	      held for an entity it expects back, else 0
  *
  * The queue stays active; call gpucg_queue_start() when its job goes to the
- * hardware and gpucg_queue_sync() when it may have become empty.
+ * hardware and gpucg_queue_sync() when it may have become empty. Links of
+ * priority inheritance into the engine whose work has left its queue are
+ * dropped first.
  *
- * Context: any context.
+ * Context: any context; not under an engine's lock. On an engine that
+ * waits are linked to (gpucg_boost_link()), as that call.
  * Return: the queue, or NULL.
  */
 struct gpucg_queue *
@@ -1369,6 +1685,7 @@ gpucg_queue_pick(struct gpucg_engine *engine,
 	u64 now, hold;
 
 	*retry_ns = 0;
+	gpucg_boost_expire(engine);
 	spin_lock_irqsave(&engine->lock, flags);
 	now = ktime_get_ns();
 	while ((q = gpucg_next(engine))) {
@@ -1598,10 +1915,12 @@ bool gpucg_queue_before(const struct gpucg_queue *a, const struct gpucg_queue *b
 	if (da != db && (da > db ? ea->parent : eb->parent) == (da > db ? eb : ea)) {
 		/* one cgroup's own work against its child's subtree */
 		if (da > db) {
-			ret = !(eb->prio > ea->key || (eb->prio == ea->key &&
+			kb = gpucg_own_key(eb);
+			ret = !(kb > ea->key || (kb == ea->key &&
 				vtime_before(eb->self_vtime, ea->vtime)));
 		} else {
-			ret = ea->prio > eb->key || (ea->prio == eb->key &&
+			ka = gpucg_own_key(ea);
+			ret = ka > eb->key || (ka == eb->key &&
 			      vtime_before(ea->self_vtime, eb->vtime));
 		}
 		goto out;
@@ -1614,8 +1933,8 @@ bool gpucg_queue_before(const struct gpucg_queue *a, const struct gpucg_queue *b
 		ea = ea->parent;
 		eb = eb->parent;
 	}
-	ka = ea->active ? ea->key : ea->prio;
-	kb = eb->active ? eb->key : eb->prio;
+	ka = ea->active ? ea->key : gpucg_own_key(ea);
+	kb = eb->active ? eb->key : gpucg_own_key(eb);
 	if (ka != kb)
 		ret = ka > kb;
 	else

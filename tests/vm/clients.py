@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from simgpu import ClientProcess, Load, SimGpu
@@ -73,6 +73,22 @@ def measure_shares(groups: list[Cgroup], dev: formats.DevT, seconds: float = 2.0
     total = sum(delta)
     assert total > 0, "no GPU time at all"
     return [100.0 * d / total for d in delta]
+
+
+def busy_fractions(groups: list[Cgroup], dev: formats.DevT, seconds: float = 2.0,
+                   during: Callable[[], object] | None = None) -> list[float]:
+    """The fraction of wall time the engine of @dev spent on each of
+    @groups over @seconds, or while @during runs. Under emulation a
+    saturating client's own figure is below 1 (drm_sched hands the next
+    job over from a workqueue) and lower still when the host is busy, so
+    tests compare two figures measured in one run, not one with a constant."""
+    before, t0 = [usage_us(g, dev) for g in groups], time.monotonic()
+    if during is None:
+        time.sleep(seconds)
+    else:
+        during()
+    wall_us = (time.monotonic() - t0) * 1e6
+    return [(usage_us(g, dev) - b) / wall_us for g, b in zip(groups, before, strict=True)]
 
 
 @contextlib.contextmanager

@@ -37,6 +37,14 @@
  * selection nests the run queue's lock inside it): it marks the run queue
  * woken, and the next selection activates it again.
  *
+ * An entity whose next job waits on a fence of another client's job that
+ * is still queued on a scheduler that orders cgroups lends the priority of
+ * its cgroup to that client's cgroup on that scheduler, which may be
+ * another engine or device (drm_sched_entity_gpucg_wait(), priority
+ * inheritance in kernel/cgroup/gpu_sched.c): from the pop that finds the
+ * dependency until that scheduler's first selection after the job was
+ * handed to the hardware, or until the entity pops again or goes away.
+ *
  * Under the FIFO and RR policies the scheduler behaves as upstream's: the
  * engine only charges GPU time, per entity, and gpu.stat says sched=0.
  *
@@ -49,7 +57,10 @@
  * queue's lock. The engine lock of a drm_sched engine is taken in process
  * context only: job initialization, push, the run-job and free-job work
  * items, entity teardown. The anticipation timer only queues the run-job
- * work.
+ * work. Priority inheritance takes engine locks of other schedulers too,
+ * other devices' included: from a pop or a selection, from entity teardown
+ * and from a write of gpu.priority, all in process context; its own lock
+ * nests outside engine locks and is taken with no scheduler lock held.
  */
 
 #include <linux/bitops.h>
@@ -506,6 +517,7 @@ void drm_sched_entity_gpucg_removed(struct drm_sched_entity *entity)
  */
 void drm_sched_entity_gpucg_fini(struct drm_sched_entity *entity)
 {
+	drm_sched_entity_gpucg_unwait(entity);
 	if (!entity->gpucg_ready)
 		return;
 	gpucg_queue_fini(&entity->gpucg);
@@ -513,6 +525,71 @@ void drm_sched_entity_gpucg_fini(struct drm_sched_entity *entity)
 		drm_sched_gpucg_rq_put(entity->rq);
 	gpucg_client_put(entity->gpucg_client);
 	entity->gpucg_client = NULL;
+}
+
+/* Whether the job @b waits for has left its queue. Any context. */
+static bool drm_sched_gpucg_wait_done(struct gpucg_boost *b)
+{
+	struct drm_sched_entity *entity =
+		container_of(b, struct drm_sched_entity, gpucg_boost);
+
+	return test_bit(DMA_FENCE_FLAG_SIGNALED_BIT, &entity->gpucg_wait->flags);
+}
+
+/**
+ * drm_sched_entity_gpucg_wait - lend an entity's priority to the job its next
+ * job waits for
+ * @entity: the entity
+ * @fence: the fence its next job waits on
+ *
+ * If @fence is a scheduler fence of another client's job that is still in
+ * its entity's queue, on a scheduler that orders cgroups, that client's
+ * cgroup runs its run queue there at least at the effective gpu.priority
+ * of @entity's cgroup, or at what is lent to that in turn, until the job
+ * is handed to the hardware or @entity stops waiting
+ * (drm_sched_entity_gpucg_unwait()). Entities without a client, which go
+ * first, lend nothing.
+ *
+ * Context: process context: drm_sched_entity_pop_job().
+ */
+void drm_sched_entity_gpucg_wait(struct drm_sched_entity *entity,
+				 struct dma_fence *fence)
+{
+	struct drm_sched_fence *s_fence = to_drm_sched_fence(fence);
+	struct drm_sched_gpucg_rq *grq = drm_sched_gpucg_rq_of(entity->rq);
+	struct gpucg_client *client;
+
+	drm_sched_entity_gpucg_unwait(entity);
+	if (!s_fence || !s_fence->drm_client_id || !grq ||
+	    test_bit(DMA_FENCE_FLAG_SIGNALED_BIT, &s_fence->scheduled.flags))
+		return;
+	client = drm_file_gpucg_client(s_fence->drm_client_id);
+	if (!client)
+		return;
+	entity->gpucg_wait = dma_fence_get(&s_fence->scheduled);
+	/*
+	 * A job not yet handed to the hardware still has its scheduler:
+	 * entities are torn down before their schedulers, which the
+	 * scheduler's own fence callbacks trust as well.
+	 */
+	gpucg_boost_link(&entity->gpucg_boost, &grq->q, s_fence->sched->gpucg,
+			 client, drm_sched_gpucg_wait_done);
+	gpucg_client_put(client);
+}
+
+/**
+ * drm_sched_entity_gpucg_unwait - an entity's next job no longer waits
+ * @entity: the entity
+ *
+ * Context: process context.
+ */
+void drm_sched_entity_gpucg_unwait(struct drm_sched_entity *entity)
+{
+	if (!entity->gpucg_wait)
+		return;
+	gpucg_boost_unlink(&entity->gpucg_boost);
+	dma_fence_put(entity->gpucg_wait);
+	entity->gpucg_wait = NULL;
 }
 
 /**

@@ -1,0 +1,178 @@
+"""Priority inheritance through fences (the core's essay, "Priority
+inheritance"): a client at gpu.priority 100 whose every job waits on a job
+of a client at -100, through a shared syncobj, while a cgroup at 0
+saturates the signaller's engine. Without inheritance the signaller's job
+never runs and the waiter completes nothing for as long as the load lasts;
+with it the signaller's cgroup runs at the waiter's priority until its job
+has gone to the hardware, on the same engine, on another device, and
+along a chain. A waiter in a subtree capped below a saturating band lends
+no more than its cap, and a signaller killed while the waiter waits
+leaves nothing pinned behind.
+
+The tests count jobs in a window rather than time them: without
+inheritance the count is 0; make bench-sched measures the rate against
+the rate without the load (inversion_rate_ratio)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from clients import busy_fractions, devt, usage_us
+from simgpu import ClientProcess, Load, SimGpu, linked_signaler, waited_jobs
+
+from pycgpu.core.cgroup import Cgroup
+
+LINK_JOB_NS = 2_000_000
+LOAD_JOB_NS = 5_000_000
+WINDOW_S = 2.0
+
+
+@pytest.fixture
+def bands(cgroup: Cgroup) -> dict[str, Cgroup]:
+    """Cgroups under the test's at gpu.priority high 100, middle 0, low
+    -100 and low2 -100 (the test's own at 1000 leaves room above 100)."""
+    cgroup.set_priority(1000)
+    out = {}
+    for name, prio in (("high", 100), ("middle", 0), ("low", -100), ("low2", -100)):
+        g = cgroup.child(name)
+        g.create()
+        g.set_priority(prio)
+        out[name] = g
+    return out
+
+
+@contextmanager
+def joined(group: Cgroup) -> Iterator[None]:
+    """This process in @group, back in the root afterwards."""
+    group.add_proc(os.getpid())
+    try:
+        yield
+    finally:
+        Cgroup(group.mount).add_proc(os.getpid())
+
+
+@contextmanager
+def running(*procs_: ClientProcess) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        for proc in procs_:
+            proc.stop()
+
+
+@pytest.mark.parametrize("where", ["one engine", "two devices"])
+def test_waiter_lends_its_priority_to_the_job_it_waits_for(bands, simgpu_nodes, where):
+    """The job of the client at -100 runs at 100 while the client at 100
+    waits for it, on the waiter's engine or another device's, and its GPU
+    time is still charged to its own cgroup."""
+    wait_node = simgpu_nodes[0]
+    signal_node = simgpu_nodes[0] if where == "one engine" else simgpu_nodes[1]
+    low, dev = bands["low"], devt(signal_node)
+    with joined(bands["high"]), SimGpu(wait_node) as gpu:
+        link, signaler = linked_signaler(gpu, signal_node, low.path, LINK_JOB_NS)
+        # the load stops first: nothing is left queued behind it at the end
+        with running(signaler), running(Load(signal_node, bands["middle"].path, LOAD_JOB_NS)):
+            time.sleep(0.3)
+            before = usage_us(low, dev)
+            done = waited_jobs(gpu, link, [signaler], LINK_JOB_NS, WINDOW_S)
+            low_us = usage_us(low, dev) - before
+    assert done >= 10, f"{done} jobs in {WINDOW_S} s behind a saturating band (0 without " \
+        "inheritance)"
+    assert low_us >= 0.8 * done * LINK_JOB_NS / 1000, \
+        f"the signaller's cgroup was charged {low_us} us for {done} jobs of its own"
+
+
+def test_inheritance_follows_a_chain(bands, simgpu_nodes):
+    """100 waits on -100 (device 0), which waits on another cgroup at -100
+    (device 1), with a band at 0 saturating both devices: the priority is
+    passed along the chain."""
+    node0, node1 = simgpu_nodes[0], simgpu_nodes[1]
+    with joined(bands["high"]), SimGpu(node0) as gpu:
+        first, c = linked_signaler(gpu, node1, bands["low2"].path, LINK_JOB_NS)
+        with running(c):
+            first_fd = gpu.syncobj_export(first)
+            try:
+                second, b = linked_signaler(gpu, node0, bands["low"].path, LINK_JOB_NS,
+                                            wait_fd=first_fd)
+            finally:
+                os.close(first_fd)
+            loads = [Load(node, bands["middle"].path, LOAD_JOB_NS) for node in (node0, node1)]
+            with running(b), running(*loads):
+                time.sleep(0.3)
+                done = waited_jobs(gpu, second, [c, b], LINK_JOB_NS, WINDOW_S)
+    assert done >= 5, f"{done} jobs in {WINDOW_S} s at the end of a chain of three"
+
+
+def test_a_capped_waiter_lends_no_more_than_its_cap(cgroup, simgpu_nodes):
+    """A waiter whose own gpu.priority is 100 in a subtree capped at 0
+    lends 0: a band at 50 saturating the engine keeps it and the job it
+    waits for (at -100) waiting, as it would keep the waiter itself."""
+    node = simgpu_nodes[0]
+    cgroup.set_priority(1000)
+    capped, band50, low = cgroup.child("capped"), cgroup.child("band50"), cgroup.child("low")
+    waiter = capped.child("waiter")
+    for g, prio in ((capped, 0), (waiter, 100), (band50, 50), (low, -100)):
+        g.create()
+        g.set_priority(prio)
+    dev = devt(node)
+    with joined(waiter), SimGpu(node) as gpu:
+        link, signaler = linked_signaler(gpu, node, low.path, LINK_JOB_NS)
+        with running(signaler), running(Load(node, band50.path, LOAD_JOB_NS)):
+            time.sleep(0.3)
+            alone = busy_fractions([band50], dev, 1.0)[0]
+            before = usage_us(low, dev)
+            results: list[int] = []
+            busy = busy_fractions([band50], dev, during=lambda: results.append(
+                waited_jobs(gpu, link, [signaler], LINK_JOB_NS, WINDOW_S)))[0]
+            low_us = usage_us(low, dev) - before
+    assert results[0] <= 1, f"{results[0]} jobs: the capped waiter lifted its signaller above 50"
+    assert low_us <= 2 * LINK_JOB_NS / 1000, f"the signaller at -100 ran {low_us} us"
+    assert busy >= alone - 0.05, \
+        f"the band at 50 ran {busy:.0%} of the engine, {alone:.0%} before the waiter waited"
+
+
+def test_a_killed_signaler_leaves_no_loan_behind(bands, simgpu_nodes):
+    """The signaller queues a second of work whose last job the waiter
+    waits for and is killed while it is queued: the waiter's job completes
+    (its dependency is cancelled), and the signaller's cgroup, once empty,
+    goes away (no link of the loan pins it) while the band at 0 has the
+    engine again."""
+    node = simgpu_nodes[0]
+    low, middle = bands["low"], bands["middle"]
+    dev = devt(node)
+    parent = Path(low.path).parent
+    dying_before = dying(parent)
+    with joined(bands["high"]), SimGpu(node) as gpu:
+        link, signaler = linked_signaler(gpu, node, low.path, 20_000_000)
+        with running(signaler), running(Load(node, middle.path, LOAD_JOB_NS)):
+            time.sleep(0.3)
+            alone = busy_fractions([middle], dev, 1.0)[0]
+            signaler.submit(jobs=50)
+            seqno = gpu.submit(LINK_JOB_NS, wait_for=link)
+            time.sleep(0.1)
+            signaler.proc.kill()
+            signaler.proc.join(10)
+            gpu.wait(seqno, timeout_ns=5 * 10**9)
+            low.remove()
+            deadline = time.monotonic() + 10
+            while dying(parent) > dying_before and time.monotonic() < deadline:
+                time.sleep(0.1)
+            left = dying(parent) - dying_before
+            busy = busy_fractions([middle], dev, 1.0)[0]
+    assert left <= 0, "the killed signaller's cgroup stays pinned"
+    assert busy >= alone - 0.05, \
+        f"the band at 0 ran {busy:.0%} of the engine after the kill, {alone:.0%} before"
+
+
+def dying(parent: Path) -> int:
+    """nr_dying_descendants of the cgroup at @parent."""
+    for line in (parent / "cgroup.stat").read_text().splitlines():
+        key, value = line.split()
+        if key == "nr_dying_descendants":
+            return int(value)
+    return 0
