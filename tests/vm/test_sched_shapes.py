@@ -13,10 +13,9 @@ which at 5 ms would be a think time of its own."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
-from clients import Shallow, assert_shares, devt, measure_shares, usage_us
+from clients import Shallow, assert_shares, busy_fractions, devt, measure_shares
 from simgpu import Load
 
 from pycgpu.core.cgroup import Cgroup
@@ -74,15 +73,6 @@ def test_deep_clients_keep_their_shares_with_several_slots(cgroup, reload_simgpu
     assert_shares(got, [90, 10])
 
 
-def busy_fractions(cgs: list[Cgroup], node: Path, seconds: float = 2.0) -> list[float]:
-    """The fraction of wall time the engine spent on each of @cgs."""
-    dev = devt(node)
-    before, t0 = [usage_us(g, dev) for g in cgs], time.monotonic()
-    time.sleep(seconds)
-    wall_us = (time.monotonic() - t0) * 1e6
-    return [(usage_us(g, dev) - b) / wall_us for g, b in zip(cgs, before, strict=True)]
-
-
 @pytest.mark.parametrize("think", [0.0, 0.25, 0.5, 1.0])
 def test_thinking_client_gets_the_smaller_of_demand_and_share(cgroup, simgpu_nodes, think):
     """A client that thinks between its jobs at weight 900 against a
@@ -96,10 +86,10 @@ def test_thinking_client_gets_the_smaller_of_demand_and_share(cgroup, simgpu_nod
     procs = [Shallow(node, thinker.path, JOB_NS, think_s=think * JOB_NS / 1e9)]
     try:
         time.sleep(0.3)
-        alone = busy_fractions([thinker], node)[0]
+        alone = busy_fractions([thinker], devt(node))[0]
         procs.append(Load(node, deep.path, JOB_NS))
         time.sleep(0.5)
-        got, other = busy_fractions([thinker, deep], node)
+        got, other = busy_fractions([thinker, deep], devt(node))
     finally:
         for p in procs:
             p.stop()
@@ -113,15 +103,23 @@ def test_thinking_client_gets_the_smaller_of_demand_and_share(cgroup, simgpu_nod
 def test_thinking_client_leaves_its_gaps_to_others(cgroup, simgpu_nodes, think):
     """A client that thinks far longer than its jobs run is not waited
     for: it costs the engine no idle time, the saturating client's jobs
-    run in its gaps."""
+    run in its gaps. The engine is as busy as with the saturating client
+    alone, measured first: under emulation, handing the next job over
+    leaves a gap of its own, which is not the policy's and grows when the
+    host is busy (the engine was 90% busy in CI runs). Waiting for the
+    thinker on every job would leave up to a quarter of the time idle at
+    a think time of three jobs."""
     node = simgpu_nodes[0]
     thinker, deep = groups(cgroup, 900, 100)
-    procs = [Shallow(node, thinker.path, JOB_NS, think_s=think * JOB_NS / 1e9),
-             Load(node, deep.path, JOB_NS)]
+    procs = [Load(node, deep.path, JOB_NS)]
     try:
+        time.sleep(0.3)
+        alone = busy_fractions([deep], devt(node))[0]
+        procs.append(Shallow(node, thinker.path, JOB_NS, think_s=think * JOB_NS / 1e9))
         time.sleep(0.5)
-        busy = sum(busy_fractions([thinker, deep], node))
+        busy = sum(busy_fractions([thinker, deep], devt(node)))
     finally:
         for p in procs:
             p.stop()
-    assert busy >= 0.9, f"the engine was busy {busy:.0%} of the time"
+    assert busy >= alone - 0.05, \
+        f"the engine was busy {busy:.0%} of the time, {alone:.0%} with the saturating client alone"
