@@ -21,6 +21,7 @@ from clients import (
     JOB_NS,
     Shallow,
     assert_shares,
+    busy_fractions,
     devt,
     loads,
     measure_shares,
@@ -149,6 +150,8 @@ def test_blocked_client_stalls_nobody_and_banks_nothing(cgroup, simgpu_nodes):
     a, c = groups(cgroup, "a", "c")
     dev = devt(node)
     with loads(node, [c]), SimGpu(other) as producer:
+        time.sleep(0.2)
+        alone = busy_fractions([c], dev, 0.8)[0]
         sync = producer.syncobj_create()
         seqno = producer.submit(1_500_000_000, signal=sync)  # 1.5 s on the other GPU
         fd = producer.syncobj_export(sync)
@@ -160,12 +163,11 @@ def test_blocked_client_stalls_nobody_and_banks_nothing(cgroup, simgpu_nodes):
         os.close(fd)
         try:
             assert started.wait(30)
-            before = usage_us(c, dev)
-            t0 = time.monotonic()
-            time.sleep(0.8)
-            busy = (usage_us(c, dev) - before) / ((time.monotonic() - t0) * 1e6)
+            busy = busy_fractions([c], dev, 0.8)[0]
             assert usage_us(a, dev) == 0, "a ran before its dependency signalled"
-            assert busy >= 0.75, f"c used {busy:.0%} of the engine while a was blocked"
+            # as busy as c alone, measured just before (below 1 under emulation)
+            assert busy >= 0.85 * alone, \
+                f"c used {busy:.0%} of the engine while a was blocked, {alone:.0%} alone"
             producer.wait(seqno)
             # a is unblocked: it gets its share, not the time it waited
             assert_shares(measure_shares([a, c], dev, seconds=1.0, settle=0.1), [50, 50])
@@ -282,18 +284,23 @@ def test_several_engines_are_independent(cgroup, reload_simgpu):
     node = reload_simgpu("devices=1", "engines=2")[0]
     a, b = groups(cgroup, "a", "b")
     dev = devt(node)
-    la, lb = Load(node, a.path, JOB_NS, engine=0), Load(node, b.path, JOB_NS, engine=1)
+    la = Load(node, a.path, JOB_NS, engine=0)
+    lb = None
     try:
         time.sleep(0.3)
-        before, t0 = [usage_us(g, dev) for g in (a, b)], time.monotonic()
-        time.sleep(1.5)
-        span = (time.monotonic() - t0) * 1e6
-        busy = [(usage_us(g, dev) - x) / span for g, x in zip((a, b), before, strict=True)]
+        alone = busy_fractions([a], dev, 1.5)[0]
+        lb = Load(node, b.path, JOB_NS, engine=1)
+        time.sleep(0.3)
+        busy = busy_fractions([a, b], dev, 1.5)
     finally:
         la.stop()
-        lb.stop()
-    # drm_sched hands jobs over from a workqueue: ~15% bubble under emulation
-    assert min(busy) >= 0.75, f"each engine should be busy on its own: {busy}"
+        if lb is not None:
+            lb.stop()
+    # each engine about as busy as engine 0 alone (below 1 under emulation:
+    # drm_sched hands jobs over from a workqueue, and two engines give the
+    # emulated CPUs twice the work); one engine shared would halve them
+    assert min(busy) >= 0.7 * alone, f"each engine should be busy on its own: {busy}, " \
+        f"engine 0 alone {alone:.2f}"
 
 
 def test_several_slots_keep_shares(cgroup, reload_simgpu):

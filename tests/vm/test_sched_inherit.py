@@ -110,9 +110,12 @@ def test_inheritance_follows_a_chain(bands, simgpu_nodes):
 
 def test_a_capped_waiter_lends_no_more_than_its_cap(cgroup, simgpu_nodes):
     """A waiter whose own gpu.priority is 100 in a subtree capped at 0
-    lends 0: a band at 50 saturating the engine keeps it and the job it
-    waits for (at -100) waiting, as it would keep the waiter itself."""
-    node = simgpu_nodes[0]
+    lends 0: a band at 50 saturating the signaller's engine keeps the job
+    it waits for (at -100) waiting, as it would keep the waiter itself.
+    The waiter is on the other, idle device, so that its job is looked at
+    (a dependency is found when the job is next to run) and the loan is
+    made: lending its own 100 would let the signaller beat the band."""
+    wait_node, node = simgpu_nodes[1], simgpu_nodes[0]
     cgroup.set_priority(1000)
     capped, band50, low = cgroup.child("capped"), cgroup.child("band50"), cgroup.child("low")
     waiter = capped.child("waiter")
@@ -120,7 +123,7 @@ def test_a_capped_waiter_lends_no_more_than_its_cap(cgroup, simgpu_nodes):
         g.create()
         g.set_priority(prio)
     dev = devt(node)
-    with joined(waiter), SimGpu(node) as gpu:
+    with joined(waiter), SimGpu(wait_node) as gpu:
         link, signaler = linked_signaler(gpu, node, low.path, LINK_JOB_NS)
         with running(signaler), running(Load(node, band50.path, LOAD_JOB_NS)):
             time.sleep(0.3)
@@ -132,7 +135,9 @@ def test_a_capped_waiter_lends_no_more_than_its_cap(cgroup, simgpu_nodes):
             low_us = usage_us(low, dev) - before
     assert results[0] <= 1, f"{results[0]} jobs: the capped waiter lifted its signaller above 50"
     assert low_us <= 2 * LINK_JOB_NS / 1000, f"the signaller at -100 ran {low_us} us"
-    assert busy >= alone - 0.05, \
+    # a loan that held the engine would leave the band a fraction of that;
+    # the emulator's own gaps move by a few points from one window to the next
+    assert busy >= 0.8 * alone, \
         f"the band at 50 ran {busy:.0%} of the engine, {alone:.0%} before the waiter waited"
 
 
@@ -165,7 +170,7 @@ def test_a_killed_signaler_leaves_no_loan_behind(bands, simgpu_nodes):
             left = dying(parent) - dying_before
             busy = busy_fractions([middle], dev, 1.0)[0]
     assert left <= 0, "the killed signaller's cgroup stays pinned"
-    assert busy >= alone - 0.05, \
+    assert busy >= 0.8 * alone, \
         f"the band at 0 ran {busy:.0%} of the engine after the kill, {alone:.0%} before"
 
 
