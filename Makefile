@@ -12,7 +12,7 @@ VM := tools/vm.sh run
 PYTEST_VM := $(PY) -m pytest -p no:cacheprovider -ra --durations=12
 
 .PHONY: help demo test test-base test-7.3-rest test-host test-vm test-i915 test-kunit test-debug lint checkpatch bench \
-	bench-% kernel vm-shell vm-run patches setup venv clean bench-exporter mutation mutation-core
+	bench-% kernel check-drivers vm-shell vm-run patches setup venv clean bench-exporter mutation mutation-core
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -32,16 +32,16 @@ demo: kernel ## build, boot the VM and show the controller at work
 test: ## every test tier: lint, host, then 6.12's and 7.3's kernel tiers (7.3's kernel builds meanwhile)
 	+MAKE="$(MAKE)" tools/test-kernels.sh
 
-# The kernel tiers of one base. On 7.3, within CI's time: the controller and
+# The kernel tiers of one base: the drivers' compile test, then the VM. On 7.3, within CI's time: the controller and
 # scheduling VM tests, i915 and upstream's drm_sched KUnit suites; the rest of
 # its VM tier is `make test-7.3-rest` (the README gives both times).
 VM_CORE_TESTS := tests/vm/test_controller.py tests/vm/test_sched.py tests/vm/test_sched_clients.py \
 	tests/vm/test_sched_shapes.py tests/vm/test_sched_inherit.py
 ifeq ($(PYCGPU_BASE),7.3)
 test-base: TESTS = $(VM_CORE_TESTS)
-test-base: test-vm test-i915 test-kunit
+test-base: check-drivers test-vm test-i915 test-kunit
 else
-test-base: test-vm test-i915
+test-base: check-drivers test-vm test-i915
 endif
 
 test-7.3-rest: ## the 7.3 VM tests that make test leaves out (memory, delegation, runtimes, monitoring, ...)
@@ -81,6 +81,9 @@ mutation: venv ## mutation score of the monitoring layer's tests (mutmut, host o
 mutation-core: venv ## mutation score of the tests of knobs, cgroup, oci, hook and kubepods (mutmut, host only)
 	.venv/bin/pip install -q -e '.[test,k8s,mutation]'
 	nice -n 19 $(PY) tools/mutation.py --set core
+
+check-drivers: kernel ## the converted drivers compiled at W=1: x86 ones, and arm64 ones with Debian's cross compiler
+	tools/check-drivers.sh
 
 checkpatch: setup ## scripts/checkpatch.pl --strict on both series
 	PYCGPU_BASE=6.12 tools/kernel.sh checkpatch

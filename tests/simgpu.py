@@ -226,6 +226,10 @@ class Signaler(ClientProcess):
         except EOFError:
             raise RuntimeError("the signaler died") from None
 
+    def stop(self) -> None:
+        super().stop()
+        self._conn.close()
+
 
 def linked_signaler(gpu: SimGpu, node: str | Path, cgroup: str | Path | None, duration_ns: int,
                     wait_fd: int = -1) -> tuple[int, Signaler]:
@@ -259,3 +263,21 @@ def waited_jobs(gpu: SimGpu, link: int, signalers: list[Signaler], duration_ns: 
             break  # the window ended with the job still waiting
         done += 1
     return done
+
+
+def _main(argv: list[str]) -> None:
+    """``python tests/simgpu.py NODE [JOB_MS]``: keeps four jobs of JOB_MS
+    (default 2) queued on @NODE until killed, a load for tools/drm-check.sh."""
+    node = argv[0]
+    job_ns = int(float(argv[1]) * 1e6) if len(argv) > 1 else 2_000_000
+    with SimGpu(node) as gpu:
+        queued = collections.deque(gpu.submit(job_ns) for _ in range(4))
+        while True:
+            gpu.wait(queued.popleft())
+            queued.append(gpu.submit(job_ns))
+
+
+if __name__ == "__main__":
+    import sys
+
+    _main(sys.argv[1:])

@@ -10,6 +10,7 @@ DEBS=(
 	linux-source-6.12 qemu-system-x86 bc bison flex libelf-dev libssl-dev
 	cpio busybox-static runc crun kmod xz-utils rsync make gcc git
 	python3 python3-venv python3-pip udev libudev1 prometheus podman
+	gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu
 )
 
 setup_debs() {

@@ -2,7 +2,8 @@
 # make test: lint and the host tier, then the kernel tiers of 6.12 and of
 # 7.3 (make test-base on each).
 #
-# 7.3's kernel is built in the background from the start, at the lowest
+# 7.3's kernel is built, and its drivers' compile test run (so that
+# test-base's is incremental), in the background from the start, at the lowest
 # priority there is (SCHED_IDLE in an autogroup at nice 19, idle I/O
 # class): it takes only CPU time
 # nothing else wants (the host tier and the builds' serial steps leave a
@@ -28,7 +29,7 @@ say "building 7.3's kernel in the background (log: $log)"
 # of its tasks, so its nice goes to 19 before the build starts.
 PYCGPU_BASE=7.3 setsid bash -c '
 	[ -w /proc/self/autogroup ] && echo 19 >/proc/self/autogroup
-	exec chrt --idle 0 ionice -c 3 tools/kernel.sh all' >"$log" 2>&1 &
+	exec chrt --idle 0 ionice -c 3 bash -c "tools/kernel.sh all && tools/check-drivers.sh"' >"$log" 2>&1 &
 build=$!
 stop_build() { kill -TERM -- "-$build" 2>/dev/null || true; wait "$build" 2>/dev/null || true; }
 trap stop_build EXIT

@@ -117,9 +117,12 @@
  * has it. A priority passed on travels at most GPUCG_BOOST_HOPS links and
  * a change updates at most GPUCG_BOOST_BUDGET of them, so a cycle of
  * waits (a deadlock, or cgroups whose clients wait on each other's jobs)
- * cannot loop; a loan that cycles outlives its source until the waits
- * end. An entity on loan is not held for an expected entity whose
- * priority is no higher than the loan (the waiter may be that entity).
+ * cannot loop: a priority passed around a cycle stops after
+ * GPUCG_BOOST_HOPS links, and a change that runs out of budget leaves the
+ * links it did not reach as they were until the next change along them
+ * or the end of the waits. An entity on loan is not held for an expected
+ * entity whose priority is no higher than the loan (the waiter may be
+ * that entity).
  *
  * Inside a cgroup, queues are ordered by context priority, then by their
  * own vtime (the estimates of the jobs they started), so the clients of one
@@ -162,8 +165,8 @@
  * links too: a pick on an engine that links point into, and everything
  * that links, takes the locks of the engines reachable along them. A link
  * pins the cgroups of both its ends, and an engine's destruction drops
- * the links to and from it and refuses new ones. An entity's boost is
- * written under both locks.
+ * the links to and from it and refuses new ones either way. An entity's
+ * boost is written under both locks.
  */
 
 #include <linux/cgroup.h>
@@ -786,7 +789,7 @@ void gpucg_boost_link(struct gpucg_boost *b, struct gpucg_queue *waiter,
 
 	spin_lock_irqsave(&gpucg_boost_lock, flags);
 	/* an engine's entities outlive it only until its destruction drops links */
-	if (!engine->dying)
+	if (!engine->dying && !waiter->engine->dying)
 		to = gpucg_entity_find(cg, engine);
 	if (!to || to == from) {
 		spin_unlock_irqrestore(&gpucg_boost_lock, flags);

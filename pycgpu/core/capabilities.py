@@ -12,6 +12,9 @@ id              question
 ``systemd``     does systemd manage the tree? It does not enable controllers it does
                 not know, so its slices and scopes lack ``gpu`` until it is enabled
 ``dmem``        is the upstream ``dmem`` controller (Linux 6.14+) present? (information)
+``kfd``         only where ``/dev/kfd`` exists: amdgpu's compute queues (ROCm) bypass
+                the GPU scheduler, so the controller neither charges nor orders them
+                (information)
 ==============  ===================================================================
 
 A finding's status is ``ok``, ``problem`` (with a ``fix``: a command to run)
@@ -62,6 +65,7 @@ class Host:
     systemd_run: Path = Path("/run/systemd/system")
     grub_default: Path = Path("/etc/default/grub")
     checkout_series: Path = CHECKOUT_SERIES
+    kfd: Path = Path("/dev/kfd")
 
     @property
     def systemd_booted(self) -> bool:
@@ -285,6 +289,15 @@ def _check_dmem(root: Path, report: Report) -> None:
     report.findings.append(Finding("dmem", INFO, msg))
 
 
+def _check_kfd(host: Host, report: Report) -> None:
+    if host.kfd.exists():
+        report.findings.append(Finding(
+            "kfd", INFO,
+            f"{host.kfd}: amdgpu's compute queues (ROCm) bypass the GPU scheduler, so the gpu "
+            "controller neither charges nor orders them; gpu.weight and gpu.priority act on the "
+            "device's drm_sched rings (graphics, video) only"))
+
+
 def check(host: Host | None = None, path: str | None = None) -> Report:
     """The findings for @host; @path (a cgroup PATH argument) that breaks the
     path rule raises :class:`pycgpu.core.cgroup.InvalidPath`."""
@@ -305,4 +318,5 @@ def check(host: Host | None = None, path: str | None = None) -> Report:
         report.findings.append(Finding("path", INFO, f"{path} not checked: no gpu controller"))
     _check_systemd(host, root, gpu_ok, report)
     _check_dmem(root, report)
+    _check_kfd(host, report)
     return report

@@ -40,7 +40,8 @@ def host(tmp_path):
     return Host(mountinfo=proc / "mountinfo", proc_cgroups=proc / "cgroups",
                 pid1_comm=proc / "comm", systemd_run=tmp_path / "run/systemd/system",
                 grub_default=tmp_path / "etc/default/grub",
-                checkout_series=tmp_path / "src/kernel/drivers-gpu-cgroup")
+                checkout_series=tmp_path / "src/kernel/drivers-gpu-cgroup",
+                kfd=tmp_path / "dev/kfd")
 
 
 def booted_by_systemd(host: Host) -> Host:
@@ -251,6 +252,14 @@ def test_dmem_present(host):
     (root / "cgroup.controllers").write_text("cpu memory dmem gpu\n")
     f = by_id(check(host))["dmem"]
     assert f.status == INFO and "dmem controller is present" in f.message
+
+
+def test_kfd_said_only_where_it_exists(host):
+    assert "kfd" not in by_id(check(host))
+    host.kfd.parent.mkdir()
+    host.kfd.write_text("")
+    f = by_id(check(host))["kfd"]
+    assert f.status == INFO and "neither charges nor orders" in f.message
 
 
 def test_given_root(tmp_path):

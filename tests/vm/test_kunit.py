@@ -3,7 +3,7 @@ Linux 7.2 and later) with the series applied, under each of drm_sched's
 policies: `make test-kunit` (PYCGPU_BASE=7.3; 6.12 has no such suite).
 
 drm_sched is a module on the 7.3 test kernel (kernel/drivers-gpu-cgroup/7.3/
-vm.config), so one boot reloads it with drm_sched.sched_policy = 0 (RR),
+vm.config), so one boot reloads it with gpu_sched.sched_policy = 0 (RR),
 1 (FIFO) and 2 (FAIR) and loads the test module, which runs its suites at
 load; their TAP results are read from debugfs (CONFIG_KUNIT_DEBUGFS). The
 modules that use drm_sched (simgpu) are unloaded first and the scheduler is
@@ -145,5 +145,8 @@ def test_suites_pass(scheduler, kunit_cgroups, policy):
     skipped = [name for _, name, rest in cgroup if "# SKIP" in rest]
     if policy == "fair":
         assert len(cgroup) >= 9 and not skipped, f"{CGROUP_SUITE}: {cgroup}"
+        # the walk over a scheduler's entities, karma through it
+        assert any(name.strip() == "drm_sched_cgroup_karma" for _, name, _ in cgroup), \
+            f"{CGROUP_SUITE}: {cgroup}"
     else:
         assert skipped, f"{CGROUP_SUITE} ran under {policy}: {cgroup}"

@@ -6,7 +6,7 @@
  * &drm_sched_init_args is an engine of the gpu cgroup controller
  * (include/linux/cgroup_gpu.h, kernel/cgroup/gpu_sched.c).
  *
- * Under the fair policy (drm_sched.sched_policy=2) the scheduler follows
+ * Under the fair policy (gpu_sched.sched_policy=2) the scheduler follows
  * the controller as CFS group scheduling follows the cpu controller: every
  * cgroup whose clients submit to the scheduler has a run queue of its own,
  * an ordinary &struct drm_sched_rq in which upstream's fair policy orders
@@ -82,6 +82,7 @@
  * @q: @rq as a queue of the controller
  * @woken: in &drm_gpu_scheduler.gpucg_woken, while @flags has WOKEN
  * @flags: DRM_SCHED_GPUCG_WOKEN
+ * @node: in &drm_gpu_scheduler.gpucg_rqs
  *
  * Created and freed by the controller with the cgroup's state on the
  * engine (&struct gpucg_group_ops).
@@ -91,6 +92,7 @@ struct drm_sched_gpucg_rq {
 	struct gpucg_queue	q;
 	struct llist_node	woken;
 	unsigned long		flags;
+	struct list_head	node;
 };
 
 #define DRM_SCHED_GPUCG_WOKEN	0
@@ -102,18 +104,28 @@ static struct drm_sched_gpucg_rq *to_gpucg_rq(struct gpucg_queue *q)
 
 static struct gpucg_queue *drm_sched_gpucg_rq_alloc(void *priv)
 {
+	struct drm_gpu_scheduler *sched = priv;
 	struct drm_sched_gpucg_rq *grq;
 
 	grq = kzalloc_obj(*grq);
 	if (!grq)
 		return NULL;
-	drm_sched_rq_init(priv, &grq->rq);
+	drm_sched_rq_init(sched, &grq->rq);
+	spin_lock(&sched->gpucg_rqs_lock);
+	list_add_tail(&grq->node, &sched->gpucg_rqs);
+	spin_unlock(&sched->gpucg_rqs_lock);
 	return &grq->q;
 }
 
 static void drm_sched_gpucg_rq_free(struct gpucg_queue *q, void *priv)
 {
-	kfree(to_gpucg_rq(q));
+	struct drm_sched_gpucg_rq *grq = to_gpucg_rq(q);
+	struct drm_gpu_scheduler *sched = priv;
+
+	spin_lock(&sched->gpucg_rqs_lock);
+	list_del(&grq->node);
+	spin_unlock(&sched->gpucg_rqs_lock);
+	kfree(grq);
 }
 
 static const struct gpucg_group_ops drm_sched_gpucg_group_ops = {
@@ -186,6 +198,8 @@ int drm_sched_gpucg_init(struct drm_gpu_scheduler *sched,
 	struct gpucg_engine *engine;
 
 	init_llist_head(&sched->gpucg_woken);
+	INIT_LIST_HEAD(&sched->gpucg_rqs);
+	spin_lock_init(&sched->gpucg_rqs_lock);
 	hrtimer_setup(&sched->gpucg_timer, drm_sched_gpucg_timer,
 		      CLOCK_MONOTONIC, HRTIMER_MODE_REL);
 	if (drm_sched_policy == DRM_SCHED_POLICY_FAIR)
@@ -462,6 +476,38 @@ void drm_sched_gpucg_rq_put(struct drm_sched_rq *rq)
 }
 
 /**
+ * drm_sched_gpucg_visit_rqs - visit the cgroups' run queues of a scheduler
+ * @sched: the scheduler
+ * @fn: as drm_sched_visit_rqs()'s, under &drm_gpu_scheduler.gpucg_rqs_lock
+ * @data: passed to @fn
+ *
+ * No lock of the controller is taken: a hang's timeout handler calls this
+ * in the fence-signalling path, where the controller's mutex, held across
+ * allocations, may not be waited for. An entity that moves to another
+ * cgroup's run queue meanwhile (drm_sched_entity_gpucg_follow()) may be
+ * missed.
+ *
+ * Context: any context in which the run queues' locks may be taken.
+ * Return: true if @fn stopped the walk.
+ */
+bool drm_sched_gpucg_visit_rqs(struct drm_gpu_scheduler *sched,
+			       bool (*fn)(struct drm_sched_rq *rq, void *data),
+			       void *data)
+{
+	struct drm_sched_gpucg_rq *grq;
+	bool stop = false;
+
+	spin_lock(&sched->gpucg_rqs_lock);
+	list_for_each_entry(grq, &sched->gpucg_rqs, node) {
+		stop = fn(&grq->rq, data);
+		if (stop)
+			break;
+	}
+	spin_unlock(&sched->gpucg_rqs_lock);
+	return stop;
+}
+
+/**
  * drm_sched_entity_gpucg_added - an entity entered its run queue's tree
  * @entity: the entity, under its lock
  *
@@ -556,25 +602,40 @@ void drm_sched_entity_gpucg_wait(struct drm_sched_entity *entity,
 				 struct dma_fence *fence)
 {
 	struct drm_sched_fence *s_fence = to_drm_sched_fence(fence);
-	struct drm_sched_gpucg_rq *grq = drm_sched_gpucg_rq_of(entity->rq);
+	struct drm_sched_gpucg_rq *grq;
 	struct gpucg_client *client;
 
 	drm_sched_entity_gpucg_unwait(entity);
-	if (!s_fence || !s_fence->drm_client_id || !grq ||
+	if (!s_fence || !s_fence->drm_client_id ||
 	    test_bit(DMA_FENCE_FLAG_SIGNALED_BIT, &s_fence->scheduled.flags))
 		return;
-	client = drm_file_gpucg_client(s_fence->drm_client_id);
-	if (!client)
-		return;
-	entity->gpucg_wait = dma_fence_get(&s_fence->scheduled);
 	/*
-	 * A job not yet handed to the hardware still has its scheduler:
-	 * entities are torn down before their schedulers, which the
-	 * scheduler's own fence callbacks trust as well.
+	 * The submitter may move the entity to another run queue right now
+	 * (drm_sched_entity_gpucg_follow()): the one it leaves stays until a
+	 * grace period, and is pinned here for the link's making.
 	 */
-	gpucg_boost_link(&entity->gpucg_boost, &grq->q, s_fence->sched->gpucg,
-			 client, drm_sched_gpucg_wait_done);
-	gpucg_client_put(client);
+	rcu_read_lock();
+	grq = drm_sched_gpucg_rq_of(READ_ONCE(entity->rq));
+	if (grq && !gpucg_group_tryget(&grq->q))
+		grq = NULL;
+	rcu_read_unlock();
+	if (!grq)
+		return;
+	client = drm_file_gpucg_client(s_fence->drm_client_id);
+	if (client) {
+		entity->gpucg_wait = dma_fence_get(&s_fence->scheduled);
+		/*
+		 * A job not yet handed to the hardware still has its
+		 * scheduler as long as its driver tears entities down
+		 * before their scheduler, as drm_sched_fini() and the
+		 * scheduler's own fence callbacks assume.
+		 */
+		gpucg_boost_link(&entity->gpucg_boost, &grq->q,
+				 s_fence->sched->gpucg, client,
+				 drm_sched_gpucg_wait_done);
+		gpucg_client_put(client);
+	}
+	gpucg_group_put(&grq->q);
 }
 
 /**

@@ -22,7 +22,7 @@
  *
  * Every device but those in the module parameter fifo follows the gpu
  * cgroup controller's policy; those keep drm_sched's own policy (FIFO on
- * 6.12; drm_sched.sched_policy on 7.3, where the cgroup order extends the
+ * 6.12; gpu_sched.sched_policy on 7.3, where the cgroup order extends the
  * fair policy), so that benchmarks can compare both side by side.
  *
  * Closing a file goes through drm_sched_entity_destroy(): a process that

@@ -17,7 +17,9 @@ def check(state: State, path: str | None, as_json: bool) -> None:
     problem: cgroup v2 mounted (not a v1/hybrid host), a kernel with the gpu
     controller, gpu enabled along --path, a systemd-managed tree (systemd
     does not enable controllers it does not know, so its slices and scopes
-    lack gpu), and whether the upstream dmem controller is present.
+    lack gpu), whether the upstream dmem controller is present, and where
+    /dev/kfd exists, that amdgpu's compute queues (ROCm) bypass the
+    controller.
 
     The fixes fit this host: systemd's kernel parameter and steps only where
     systemd booted it, a GRUB edit only where /etc/default/grub exists (else
