@@ -47,7 +47,7 @@ objects() {
 			*.c) echo "${f%.c}.o" ;;
 			*.h)
 				h=${f##*/}
-				grep -l "#include \"$h\"" "$SRC/${f%/*}"/*.c 2>/dev/null |
+				{ grep -l "#include \"$h\"" "$SRC/${f%/*}"/*.c 2>/dev/null || true; } |
 					sed "s|^$SRC/||; s|\.c\$|.o|" ;;
 		esac
 	done < <(changed "$dir") | sort -u

@@ -88,14 +88,16 @@ setup() {
 }
 
 cleanup() {
-	local g p
+	local g p sig
 	[ -d "$CG_ROOT/$TOP" ] || return 0
 	for g in "$CG_ROOT/$TOP"/*/; do
 		[ -d "$g" ] || continue
-		for p in $(cat "$g/cgroup.procs"); do kill "$p" 2>/dev/null || true; done
-		for _ in 1 2 3 4 5 6 7 8 9 10; do
-			[ -z "$(cat "$g/cgroup.procs")" ] && break
-			sleep 0.5
+		for sig in TERM KILL; do
+			for p in $(cat "$g/cgroup.procs"); do kill -"$sig" "$p" 2>/dev/null || true; done
+			for _ in 1 2 3 4 5 6 7 8 9 10; do
+				[ -z "$(cat "$g/cgroup.procs")" ] && break
+				sleep 0.5
+			done
 		done
 		rmdir "$g"
 	done
@@ -107,12 +109,18 @@ stat_key() {
 	sed -n "s/^$DEVT .*$2=\([0-9]*\).*/\1/p" "$CG_ROOT/$TOP/$1/gpu.stat" | head -n 1
 }
 
-# The engine time (ns, every engine) of the DRM clients of $DRIVER in cgroup $1.
+# The engine time (ns, every engine) of the DRM clients of $DRIVER in cgroup
+# $1: each client once, though its file may be open on several fds (Mesa
+# duplicates it).
 fdinfo_ns() {
-	local pid f sum=0 v
+	local pid f sum=0 v id
+	local -A seen
 	for pid in $(cat "$CG_ROOT/$TOP/$1/cgroup.procs"); do
 		for f in /proc/"$pid"/fdinfo/*; do
 			grep -q "^drm-driver:[[:space:]]*$DRIVER\$" "$f" 2>/dev/null || continue
+			id=$(sed -n 's/^drm-client-id:[[:space:]]*//p' "$f")
+			[ -n "$id" ] && [ -n "${seen[$id]:-}" ] && continue
+			[ -n "$id" ] && seen[$id]=1
 			for v in $(sed -n 's/^drm-engine-[^:]*:[[:space:]]*\([0-9]*\) ns/\1/p' "$f"); do
 				sum=$((sum + v))
 			done
