@@ -268,13 +268,10 @@ def waited_jobs(gpu: SimGpu, link: int, signalers: list[Signaler], duration_ns: 
 def _main(argv: list[str]) -> None:
     """``python tests/simgpu.py NODE [JOB_MS]``: keeps four jobs of JOB_MS
     (default 2) queued on @NODE until killed, a load for tools/drm-check.sh."""
-    node = argv[0]
+    import threading
+
     job_ns = int(float(argv[1]) * 1e6) if len(argv) > 1 else 2_000_000
-    with SimGpu(node) as gpu:
-        queued = collections.deque(gpu.submit(job_ns) for _ in range(4))
-        while True:
-            gpu.wait(queued.popleft())
-            queued.append(gpu.submit(job_ns))
+    _saturate(argv[0], None, job_ns, 4, 0, 0, threading.Event(), threading.Event())  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

@@ -114,10 +114,7 @@ check_arch() {
 	run_logged "$arch: W=1 on the controller, drm_sched and ${#targets[@]} objects of ${syms[*]}" \
 		"$log" "${mk[@]}" W=1 kernel/cgroup/gpu.o kernel/cgroup/gpu_sched.o \
 		drivers/gpu/drm/scheduler/ "${targets[@]}"
-	if grep -q 'warning:' "$log"; then
-		grep 'warning:' "$log" >&2
-		die "$arch: the drivers build with W=1 warnings"
-	fi
+	no_warnings "$log" "$arch: the drivers build with W=1 warnings"
 }
 
 [ -d "$SRC/.git" ] || die "no $BASE tree yet: run make kernel PYCGPU_BASE=$BASE"

@@ -49,6 +49,15 @@ PATH=$VENV/bin:$PATH
 say() { printf '[%s] %s\n' "${0##*/}" "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 
+# Fails with MESSAGE if build log LOG has a compiler warning, printing them.
+no_warnings() {
+	local log=$1 message=$2
+	if grep -q 'warning:' "$log"; then
+		grep 'warning:' "$log" >&2
+		die "$message"
+	fi
+}
+
 # Runs "$@" with its output in LOG; prints a progress line every 30 s and the
 # elapsed time at the end; on failure prints the end of the log.
 run_logged() {

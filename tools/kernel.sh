@@ -296,10 +296,7 @@ cmd_w1() {
 	[ "${#targets[@]}" -gt 0 ] || return 0
 	run_logged "W=1 on the series' ${#targets[@]} C files" "$log" \
 		make -C "$SRC" O="$OUT" -j"$JOBS" W=1 "${targets[@]}"
-	if grep -q 'warning:' "$log"; then
-		grep 'warning:' "$log" >&2
-		die "the series' C files build with W=1 warnings"
-	fi
+	no_warnings "$log" "the series' C files build with W=1 warnings"
 }
 
 # The top-level Kbuild's modules, built in a copy so that no object file
@@ -315,10 +312,7 @@ cmd_ext() {
 		--exclude '*' "$ROOT/" "$EXT/"
 	run_logged "building the out-of-tree modules ($FLAVOUR)" "$KCACHE/ext$SUFFIX.log" \
 		make -C "$OUT" M="$EXT" -j"$JOBS" W=1 modules
-	if grep -q 'warning:' "$KCACHE/ext$SUFFIX.log"; then
-		grep 'warning:' "$KCACHE/ext$SUFFIX.log" >&2
-		die "the out-of-tree modules build with warnings"
-	fi
+	no_warnings "$KCACHE/ext$SUFFIX.log" "the out-of-tree modules build with warnings"
 }
 
 cmd_export() {
