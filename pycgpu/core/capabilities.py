@@ -11,7 +11,9 @@ id              question
 ``path``        is ``gpu`` enabled in ``cgroup.subtree_control`` down to a given path?
 ``systemd``     does systemd manage the tree? It does not enable controllers it does
                 not know, so its slices and scopes lack ``gpu`` until it is enabled
-``dmem``        is the upstream ``dmem`` controller (Linux 6.14+) present? (information)
+``memory``      which interface counts GPU memory: the gpu controller's ``gpu.memory.*``
+                (6.12 series) or the ``dmem`` controller (Linux 6.14+, the 7.3 series),
+                its regions, and the render nodes none of them counts (information)
 ``kfd``         only where ``/dev/kfd`` exists: amdgpu's compute queues (ROCm) bypass
                 the GPU scheduler, so the controller neither charges nor orders them
                 (information)
@@ -66,6 +68,8 @@ class Host:
     grub_default: Path = Path("/etc/default/grub")
     checkout_series: Path = CHECKOUT_SERIES
     kfd: Path = Path("/dev/kfd")
+    sysfs_root: Path = Path("/sys")  # for the render nodes dmem's regions belong to
+    dev_root: Path = Path("/dev")
 
     @property
     def systemd_booted(self) -> bool:
@@ -280,13 +284,38 @@ def _check_systemd(host: Host, root: Path, gpu_ok: bool, report: Report) -> None
     ))
 
 
-def _check_dmem(root: Path, report: Report) -> None:
-    if "dmem" in (_words(root / "cgroup.controllers") or set()):
-        msg = ("the upstream dmem controller is present too (dmem.max per memory region, "
-               "TTM drivers); pycgpu drives gpu.*")
-    else:
-        msg = "no upstream dmem controller (Linux 6.14+); not needed by pycgpu"
-    report.findings.append(Finding("dmem", INFO, msg))
+def _check_memory(host: Host, root: Path, report: Report) -> None:
+    from .cgroup import CgroupError
+    from .devices import discover
+    from .memory import DMEM, detect
+
+    try:
+        devices = discover(host.sysfs_root, host.dev_root)
+    except Exception:  # naming regions by device is a nicety
+        devices = []
+    try:
+        iface = detect(root, devices)
+    except CgroupError as e:
+        report.findings.append(Finding("memory", INFO, f"GPU memory: {e.strerror}"))
+        return
+    if iface is None:
+        report.findings.append(Finding(
+            "memory", INFO, "no interface counts GPU memory: the kernel has neither the series' "
+            "gpu.memory.* nor the dmem controller (Linux 6.14+), so memory limits are not "
+            "available"))
+        return
+    if iface.kind != DMEM:
+        report.findings.append(Finding(
+            "memory", INFO, "GPU memory is counted in gpu.memory.* per render node (the gpu "
+            "controller of the 6.12 series); every GEM buffer is charged to its creator"))
+        return
+    regions = ", ".join(f"{r.key} ({r.kernel_key})" for r in iface.regions) or "none"
+    missing = [d.name for d in devices if not iface.of_device(d.devt)]
+    msg = f"GPU memory is counted by the dmem controller (dmem.*), in regions: {regions}"
+    if missing:
+        msg += (f"; no region counts the memory of {', '.join(missing)} (its driver registers "
+                "none, and the kernel lacks the series' GEM charging): no limit applies there")
+    report.findings.append(Finding("memory", INFO, msg))
 
 
 def _check_kfd(host: Host, report: Report) -> None:
@@ -317,6 +346,6 @@ def check(host: Host | None = None, path: str | None = None) -> Report:
     elif path is not None:
         report.findings.append(Finding("path", INFO, f"{path} not checked: no gpu controller"))
     _check_systemd(host, root, gpu_ok, report)
-    _check_dmem(root, report)
+    _check_memory(host, root, report)
     _check_kfd(host, report)
     return report

@@ -20,6 +20,8 @@ from .errors import Error
 T = TypeVar("T")
 
 CONTROLLER = "gpu"
+# the kernel's device-memory controller (Linux 6.14+), enabled beside gpu where it exists
+DMEM = "dmem"
 DEFAULT_MOUNT = Path("/sys/fs/cgroup")
 
 
@@ -312,13 +314,16 @@ class Cgroup:
 
     def create(self) -> list[Cgroup]:
         """Create this cgroup and its missing parents, enabling the gpu
-        controller in every ancestor's cgroup.subtree_control. Returns the
-        groups it created, outermost first."""
+        controller, and the dmem controller where the kernel has it, in every
+        ancestor's cgroup.subtree_control. Returns the groups it created,
+        outermost first."""
         created: list[Cgroup] = []
         for cg in self.ancestors()[1:]:
             parent = cg.parent
             assert parent is not None
             parent.enable_controller()
+            if DMEM in parent.controllers():
+                parent.enable_controller(DMEM)
             if cg.mkdir():
                 created.append(cg)
         return created

@@ -9,7 +9,8 @@ the details come from the node's sysfs directory:
 
 - ``dev``: ``MAJ:MIN`` of the render node, the controller's device key
 - ``device``: the parent device; its directory name is the PCI address for
-  PCI GPUs (``0000:00:02.0``), ``device/vendor`` and ``device/device`` its IDs
+  PCI GPUs (``0000:00:02.0``), ``device/vendor`` and ``device/device`` its IDs,
+  and names the device's dmem regions (``drm/0000:00:02.0/system``)
 - ``device/driver``: the bound driver. Virtual devices have none that names
   the GPU driver: vgem's platform device (6.12) has no driver link, its faux
   device (6.16 and later, bus ``faux``) links the bus's one generic
@@ -52,6 +53,9 @@ class Device:
     pci_address: str | None = None
     vendor_id: str | None = None
     device_id: str | None = None
+    # the name of the DRM device's parent (a PCI address, a platform device's
+    # name): the DRM core's "unique", which names the device's dmem regions
+    parent: str | None = None
 
     @property
     def name(self) -> str:
@@ -129,6 +133,7 @@ def _from_sysfs(sysdir: Path, devnode: Path) -> Device | None:
         pci_address=pci,
         vendor_id=_read(parent / "vendor") if pci else None,
         device_id=_read(parent / "device") if pci else None,
+        parent=parent_name or None,
     )
 
 

@@ -7,6 +7,9 @@ One function pair per file format of Documentation/admin-guide/cgroup-v2.rst
 - weight (io.weight style), ``default 100`` then ``226:128 300``: gpu.weight
 - flat keyed, ``226:128 1048576`` or ``226:128 max``: gpu.memory.max, .current, .peak
 - nested keyed, ``226:128 usage_usec=10 wait_usec=2``: gpu.stat, gpu.memory.events[.local]
+- region keyed (the dmem controller's), ``drm/0000:03:00.0/vram0 1048576`` or ``... max``:
+  dmem.max, .min, .low, .current, .peak, .capacity; nested, ``drm/vgem/system max=2``:
+  dmem.events[.local]
 
 Every parse error is a :class:`FormatError` that names the offending text.
 """
@@ -270,15 +273,48 @@ def format_flat_keyed_write(dev: DevT, value: int | None) -> str:
 # nested keyed ---------------------------------------------------------------
 
 
+def _nested(line: str, words: list[str]) -> dict[str, int]:
+    keys: dict[str, int] = {}
+    for word in words:
+        key, sep, value = word.partition("=")
+        if not sep or not key:
+            raise FormatError(f"{word!r} in line {line!r} is not KEY=VALUE")
+        keys[key] = _int(value, key)
+    return keys
+
+
 def parse_nested_keyed(text: str) -> dict[DevT, dict[str, int]]:
     out: dict[DevT, dict[str, int]] = {}
     for line in _lines(text):
         words = line.split()
-        keys: dict[str, int] = {}
-        for word in words[1:]:
-            key, sep, value = word.partition("=")
-            if not sep or not key:
-                raise FormatError(f"{word!r} in line {line!r} is not KEY=VALUE")
-            keys[key] = _int(value, key)
-        out[DevT.parse(words[0])] = keys
+        out[DevT.parse(words[0])] = _nested(line, words[1:])
+    return out
+
+
+# region keyed (dmem) -------------------------------------------------------
+
+
+def parse_region_keyed(text: str) -> dict[str, int | None]:
+    """dmem.max, .min, .low, .current, .peak and .capacity: ``REGION BYTES``
+    or ``REGION max`` per line."""
+    out: dict[str, int | None] = {}
+    for line in _lines(text):
+        words = line.split()
+        if len(words) != 2:
+            raise FormatError(f"line {line!r} is not 'REGION VALUE'")
+        # dmem's region names ("drm/<device>/<region>") are any blank-free text
+        out[words[0]] = None if words[1] == MAX else _int(words[1], words[0])
+    return out
+
+
+def format_region_keyed_write(region: str, value: int | None) -> str:
+    return f"{region} {format_size(value)}"
+
+
+def parse_region_nested_keyed(text: str) -> dict[str, dict[str, int]]:
+    """dmem.events and dmem.events.local: ``REGION max=N`` per line."""
+    out: dict[str, dict[str, int]] = {}
+    for line in _lines(text):
+        words = line.split()
+        out[words[0]] = _nested(line, words[1:])
     return out

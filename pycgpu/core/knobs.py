@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import formats, interrupts
-from .cgroup import CONTROLLER, READ, Cgroup, CgroupError, delegated_to_caller
+from .cgroup import CONTROLLER, DMEM, READ, Cgroup, CgroupError, delegated_to_caller
 from .errors import Error
 from .formats import DevT
+from .memory import Interface, Region, RegionError
 
 WEIGHT, PRIORITY, MEMORY_MAX = "gpu.weight", "gpu.priority", "gpu.memory.max"
 
@@ -90,15 +91,23 @@ class ApplyError(CgroupError):
         self.kept = kept
 
 
+def gpu_memory_region(dev: DevT) -> Region:
+    """A device's one region under gpu.memory.* (:mod:`pycgpu.core.memory`)."""
+    return Region(str(dev), str(dev), dev)
+
+
 @dataclass
 class Settings:
     """Knobs to set; empty fields are left alone. A device weight or memory
-    limit of None resets it (``MAJ:MIN default`` / ``MAJ:MIN max``)."""
+    limit of None resets it (``MAJ:MIN default`` / ``MAJ:MIN max``). Memory
+    limits are per region of the kernel's memory interface: gpu.memory.max,
+    or dmem.max on a kernel whose memory is dmem's (:mod:`pycgpu.core.memory`:
+    ``Interface.region_of``, ``Interface.resolve``)."""
 
     weight: int | None = None
     device_weights: dict[DevT, int | None] = field(default_factory=dict)
     priority: int | None = None
-    memory_max: dict[DevT, int | None] = field(default_factory=dict)
+    memory_max: dict[Region, int | None] = field(default_factory=dict)
 
     def is_empty(self) -> bool:
         return (self.weight is None and not self.device_weights and self.priority is None
@@ -111,8 +120,7 @@ class Settings:
             out.append(WEIGHT)
         if self.priority is not None:
             out.append(PRIORITY)
-        if self.memory_max:
-            out.append(MEMORY_MAX)
+        out += sorted({region.file("max") for region in self.memory_max})
         return out
 
     def writes(self) -> list[Write]:
@@ -125,9 +133,8 @@ class Settings:
                 out.append(Write(WEIGHT, formats.format_weight_write(w, dev), dev))
             if self.priority is not None:
                 out.append(Write(PRIORITY, str(formats.check_priority(self.priority))))
-            for dev, size in sorted(self.memory_max.items()):
-                formats.check_size(size)
-                out.append(Write(MEMORY_MAX, formats.format_flat_keyed_write(dev, size), dev))
+            for region, size in sorted(self.memory_max.items(), key=lambda kv: kv[0].key):
+                out.append(Write(region.file("max"), region.write(size), region.kernel_key))
         except formats.FormatError as e:
             raise InvalidRequest(str(e)) from None
         return out
@@ -166,12 +173,26 @@ def _device(resolve: DeviceResolver, text: str, what: str) -> DevT:
         raise InvalidRequest(f"{what}: {e}").because(UNKNOWN_DEVICE) from None
 
 
+def _region(resolve: DeviceResolver, memory: Interface | None, text: str,
+            what: str) -> Region:
+    from .devices import DeviceError
+
+    if memory is None:
+        return gpu_memory_region(_device(resolve, text, what))
+    try:
+        return memory.resolve(text, resolve)
+    except (DeviceError, formats.FormatError, RegionError) as e:
+        raise InvalidRequest(f"{what}: {e}").because(UNKNOWN_DEVICE) from None
+
+
 def parse_settings(weights: tuple[str, ...] | list[str], priority: str | None,
                    memory_max: tuple[str, ...] | list[str], resolve: DeviceResolver,
-                   names: Names = Names()) -> Settings:
+                   names: Names = Names(), memory: Interface | None = None) -> Settings:
     """Settings from the texts of the knob options (``W``, ``DEV=W``,
-    ``DEV=default``; ``N``; ``DEV=SIZE``), checked; raises
-    :class:`InvalidRequest` naming the value as @names calls it."""
+    ``DEV=default``; ``N``; ``DEV=SIZE`` or ``DEV:REGION=SIZE``), checked;
+    raises :class:`InvalidRequest` naming the value as @names calls it.
+    Memory limits name regions of @memory, the kernel's memory interface
+    (None: gpu.memory.*, one region per device)."""
     settings = Settings()
     for raw in weights:
         what = f"{names.weight} {formats.shown(raw)}"
@@ -197,25 +218,27 @@ def parse_settings(weights: tuple[str, ...] | list[str], priority: str | None,
         what = f"{names.memory_max} {formats.shown(raw)}"
         dev_text, sep, value = raw.rpartition("=")
         if not sep or not dev_text:
-            raise InvalidRequest(f"{what}: give DEV=SIZE, e.g. renderD128=2G or renderD128=max")
-        dev = _device(resolve, dev_text, what)
+            raise InvalidRequest(f"{what}: give DEV=SIZE, e.g. renderD128=2G or renderD128=max"
+                                 " (DEV:REGION=SIZE for one of a device's regions)")
+        region = _region(resolve, memory, dev_text, what)
         try:
             size = formats.check_size(formats.parse_size(value))
         except formats.FormatError as e:
             raise InvalidRequest(f"{what}: {e}") from None
-        if dev in settings.memory_max:
-            raise InvalidRequest(f"{what}: the limit of {dev} is given twice")
-        settings.memory_max[dev] = size
+        if region in settings.memory_max:
+            raise InvalidRequest(f"{what}: the limit of {region.key} is given twice")
+        settings.memory_max[region] = size
     return settings
 
 
 @dataclass(frozen=True)
 class Write:
-    """One write to an interface file; @key is the device it sets, if any."""
+    """One write to an interface file; @key is the device (the region, in
+    the file's own words) it sets, if any."""
 
     file: str
     value: str
-    key: DevT | None = None
+    key: DevT | str | None = None
     group: Cgroup | None = None  # None: the plan's target
 
     def undo_value(self, cg: Cgroup) -> str:
@@ -235,7 +258,13 @@ class Write:
             raise CgroupError(errno.EINVAL, f"reading {path}: {e}", READ, path) from None
 
 
-ENABLE, MKDIR = "enable", "mkdir"
+ENABLE, ENABLE_DMEM, MKDIR = "enable", "enable-dmem", "mkdir"
+
+
+def _controller(kind: str) -> str:
+    """The controller an ENABLE step enables: gpu, or dmem (the kernel's
+    device-memory controller, where it has one: pycgpu.core.memory)."""
+    return DMEM if kind == ENABLE_DMEM else CONTROLLER
 
 
 @dataclass(frozen=True)
@@ -276,7 +305,8 @@ class Plan:
             if kind == MKDIR:
                 out.append(f"mkdir {cg.path}")
             else:
-                out.append(f"write '+{CONTROLLER}' to {cg.path / 'cgroup.subtree_control'}")
+                out.append(f"write '+{_controller(kind)}' to "
+                           f"{cg.path / 'cgroup.subtree_control'}")
         out += [f"write {w.value!r} to {(w.group or self.target).path / w.file}"
                 for w in self.writes]
         return out
@@ -326,7 +356,17 @@ def _priority_plan(cg: Cgroup, settings: Settings, raise_ancestors: bool,
 
 
 def _missing_knob(cg: Cgroup, name: str) -> Unavailable:
-    if name.startswith("gpu.memory.") and cg.has(WEIGHT):
+    if name.startswith(f"{DMEM}."):
+        parent = cg.parent
+        offered = parent is not None and DMEM in parent.controllers()
+        e = Unavailable(errno.ENOENT, (
+            f"the dmem controller is not enabled for {cg.name} (no {name}): "
+            f"'+{DMEM}' in its parent's cgroup.subtree_control enables it (pycgpu create "
+            f"does)") if offered else (
+            f"the dmem controller is not available to {cg.name} (no {name}, and its "
+            f"parent's cgroup.controllers lacks {DMEM}: not delegated)"))
+        e.because(NO_MEMORY_SUPPORT, file=name)
+    elif name.startswith("gpu.memory.") and cg.has(WEIGHT):
         e = Unavailable(errno.ENOENT, f"this kernel lacks {name}")
         e.because(NO_MEMORY_SUPPORT, file=name)
     else:
@@ -383,19 +423,35 @@ def plan_create(cg: Cgroup, settings: Settings, exist_ok: bool = False,
     structure: list[tuple[str, Cgroup]] = []
     shapes: dict[Path, Shape] = {}
     parent_is_new = False
+    # where the kernel has dmem, it is enabled along the path as gpu is, for
+    # the GPU memory of the group (pycgpu.core.memory); where a parent does
+    # not offer it (not delegated), the group goes without
+    dmem = DMEM in Cgroup(cg.mount).controllers()
+    dmem_enabled: set[Path] = set()
     for level in cg.ancestors()[1:]:
         parent = level.parent
         assert parent is not None
-        if parent_is_new or CONTROLLER not in parent.subtree_control():
+        controls = set() if parent_is_new else parent.subtree_control()
+        if CONTROLLER not in controls:
             structure.append((ENABLE, parent))
             shapes[parent.path] = Shape.of(parent)
+        if dmem and DMEM not in controls and (
+                parent.is_root or (parent.path in dmem_enabled if parent_is_new
+                                   else DMEM in parent.controllers())):
+            structure.append((ENABLE_DMEM, parent))
+            shapes.setdefault(parent.path, Shape.of(parent))
+        if dmem and (DMEM in controls or (ENABLE_DMEM, parent) in structure):
+            dmem_enabled.add(level.path)
         parent_is_new = not level.exists()
         if parent_is_new:
             structure.append((MKDIR, level))
     # an existing group that has gpu but not a knob's file: the kernel lacks it
+    # (or its parent lacks dmem, which the plan may enable)
     for level in reversed(cg.ancestors()[1:]):
         if level.exists() and level.has(WEIGHT):
             for name in settings.files():
+                if name.startswith(f"{DMEM}.") and level.path in dmem_enabled:
+                    continue
                 if not level.has(name):
                     raise _missing_knob(level, name)
             break
@@ -425,8 +481,8 @@ def apply(plan: Plan, then: Callable[[], object] | None = None) -> None:
                 if kind == MKDIR:
                     if cg.mkdir():
                         done_structure.append((kind, cg))
-                elif CONTROLLER not in cg.subtree_control():
-                    cg.write("cgroup.subtree_control", f"+{CONTROLLER}")
+                elif _controller(kind) not in cg.subtree_control():
+                    cg.write("cgroup.subtree_control", f"+{_controller(kind)}")
                     done_structure.append((kind, cg))
             for name in plan.files:
                 if not plan.target.has(name):
@@ -472,10 +528,10 @@ def _failure(e: BaseException, undone: _Undone) -> BaseException:
 
 
 def _unchanged_since_plan(plan: Plan, cg: Cgroup) -> str | None:
-    """Why ``+gpu`` must stay in @cg's cgroup.subtree_control although the
-    plan enabled it, or None: its child groups or its other controllers
-    changed since the plan (another process made a group below it that
-    needs gpu; taking it back would erase that group's knobs)."""
+    """Why ``+gpu`` (``+dmem``) must stay in @cg's cgroup.subtree_control
+    although the plan enabled it, or None: its child groups or its other
+    controllers changed since the plan (another process made a group below
+    it that needs gpu; taking it back would erase that group's knobs)."""
     before = plan.shapes.get(cg.path)
     if before is None:
         return "its state at the plan is unknown"
@@ -484,7 +540,10 @@ def _unchanged_since_plan(plan: Plan, cg: Cgroup) -> str | None:
         added = sorted(now.children - before.children)
         return ("child groups appeared since the plan (" + ", ".join(added) + ")" if added
                 else "its child groups changed since the plan")
-    if now.controls != before.controls | {CONTROLLER}:
+    # the controllers the plan enables there aside (a rollback takes them back one by one)
+    enabled = {_controller(kind) for kind, group in plan.structure
+               if kind != MKDIR and group.path == cg.path}
+    if now.controls - enabled != before.controls - enabled:
         return "its cgroup.subtree_control changed since the plan"
     return None
 
@@ -509,9 +568,9 @@ def _rollback(plan: Plan, structure: list[tuple[str, Cgroup]],
                 continue
             why = _unchanged_since_plan(plan, cg)
             if why is None:
-                cg.write("cgroup.subtree_control", f"-{CONTROLLER}")
+                cg.write("cgroup.subtree_control", f"-{_controller(kind)}")
             else:
-                undone.kept.append(f"{CONTROLLER} stays enabled in "
+                undone.kept.append(f"{_controller(kind)} stays enabled in "
                                    f"{cg.path / 'cgroup.subtree_control'}: {why}")
         except CgroupError as e:
             undone.errors.append(e)

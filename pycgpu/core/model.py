@@ -31,6 +31,7 @@ from typing import Any
 from . import formats
 from .cgroup import read_interface
 from .formats import DevT, Weights
+from .memory import Interface
 
 SETTING, COUNTER = "setting", "counter"
 
@@ -44,7 +45,16 @@ def _per_device(value: dict[str, Any]) -> dict[str, Any]:
             "additionalProperties": value}
 
 
-_COUNTERS = _per_device({"type": "object", "additionalProperties": _INT})
+_COUNTER_KEYS: dict[str, Any] = {"type": "object", "additionalProperties": _INT}
+_COUNTERS = _per_device(_COUNTER_KEYS)
+# a memory region: a device (MAJ:MIN), one of its regions (MAJ:MIN:REGION), or
+# dmem's name of a region no render node owns (pycgpu.core.memory)
+_REGION = r"^([0-9]+:[0-9]+(:[A-Za-z][A-Za-z0-9_-]*)?|[^ ]+/[^ ]+)$"
+
+
+def _per_region(value: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "propertyNames": {"pattern": _REGION},
+            "additionalProperties": value}
 
 
 def _keyed(d: Mapping[DevT, Any]) -> dict[str, Any]:
@@ -71,18 +81,23 @@ class KernelFile:
     to_json: Callable[[Any], Any]  # its value as show/v1 has it
     schema: dict[str, Any]  # the JSON Schema of that
 
-    def undo(self, files: GroupFiles, key: DevT | None) -> str:
+    def undo(self, files: GroupFiles, key: DevT | str | None) -> str:
         """What to write to this file to restore the value of @key (a
-        device; None: the file's only value, or gpu.weight's default) that
-        @files holds: the rollback of a write. FormatError when the file
-        did not parse, and for a file nobody writes."""
+        device, or a memory region in the file's words; None: the file's
+        only value, or gpu.weight's default) that @files holds: the
+        rollback of a write. FormatError when the file did not parse, and
+        for a file nobody writes."""
         value = files.value(self.name)
         if self.name == "gpu.weight":
-            if key is None:
+            dev = DevT.parse(key) if isinstance(key, str) else key
+            if dev is None:
                 return formats.format_weight_write(value.default)
-            return formats.format_weight_write(value.devices.get(key), key)
+            return formats.format_weight_write(value.devices.get(dev), dev)
         if self.name == "gpu.memory.max" and key is not None:
-            return formats.format_flat_keyed_write(key, value.get(key))
+            dev = DevT.parse(key) if isinstance(key, str) else key
+            return formats.format_flat_keyed_write(dev, value.get(dev))
+        if self.name in DMEM_SETTINGS and key is not None:
+            return formats.format_region_keyed_write(str(key), value.get(str(key)))
         if self.name == "gpu.priority":
             return str(value)
         raise formats.FormatError(f"{self.name} is not a setting pycgpu writes back")
@@ -112,7 +127,24 @@ FILES: tuple[KernelFile, ...] = (
                COUNTER, ("memory", "events_local"), _keyed, _COUNTERS),
     KernelFile("gpu.stat", "stat", formats.parse_nested_keyed, COUNTER, ("stat",), _keyed,
                _COUNTERS),
+    # the dmem controller's (pycgpu.core.memory), keyed by region; show/v1 has
+    # them in "memory" as gpu.memory.*'s, by pycgpu's region keys
+    KernelFile("dmem.max", "dmem_max", formats.parse_region_keyed, SETTING,
+               ("memory", "max"), _same, _per_region({"type": ["integer", "null"]})),
+    KernelFile("dmem.min", "dmem_min", formats.parse_region_keyed, SETTING,
+               ("memory", "min"), _same, _per_region(_INT)),
+    KernelFile("dmem.low", "dmem_low", formats.parse_region_keyed, SETTING,
+               ("memory", "low"), _same, _per_region(_INT)),
+    KernelFile("dmem.current", "dmem_current", formats.parse_region_keyed, COUNTER,
+               ("memory", "current"), _same, _per_region(_INT)),
+    KernelFile("dmem.peak", "dmem_peak", formats.parse_region_keyed, COUNTER,
+               ("memory", "peak"), _same, _per_region(_INT)),
+    KernelFile("dmem.events", "dmem_events", formats.parse_region_nested_keyed, COUNTER,
+               ("memory", "events"), _same, _per_region(_COUNTER_KEYS)),
+    KernelFile("dmem.events.local", "dmem_events_local", formats.parse_region_nested_keyed,
+               COUNTER, ("memory", "events_local"), _same, _per_region(_COUNTER_KEYS)),
 )
+DMEM_SETTINGS = frozenset({"dmem.max", "dmem.min", "dmem.low"})
 FILE: dict[str, KernelFile] = {f.name: f for f in FILES}
 # what the kernel source of stat, top and the exporter reads, in its order:
 # gpu.stat first (a group without it has no gpu-enabled descendants)
@@ -139,6 +171,13 @@ class GroupFiles:
     memory_events: Mapping[DevT, Mapping[str, int]] | None = None
     memory_events_local: Mapping[DevT, Mapping[str, int]] | None = None
     stat: Mapping[DevT, Mapping[str, int]] | None = None
+    dmem_max: Mapping[str, int | None] | None = None
+    dmem_min: Mapping[str, int | None] | None = None
+    dmem_low: Mapping[str, int | None] | None = None
+    dmem_current: Mapping[str, int | None] | None = None
+    dmem_peak: Mapping[str, int | None] | None = None
+    dmem_events: Mapping[str, Mapping[str, int]] | None = None
+    dmem_events_local: Mapping[str, Mapping[str, int]] | None = None
     errors: tuple[tuple[str, formats.FormatError], ...] = field(default=(), compare=False)
 
     @property
@@ -201,18 +240,44 @@ def read_group(where: str | int, path: str, present: Collection[str] | None = No
 # projections ------------------------------------------------------------------------
 
 
-def show_item(files: GroupFiles) -> dict[str, Any]:
+def memory(files: GroupFiles, what: str, regions: Interface | None = None) -> dict[str, Any] | None:
+    """The group's memory values @what (``max``, ``min``, ``low``, ``current``,
+    ``peak``, ``events``, ``events_local``) by region key
+    (:mod:`pycgpu.core.memory`; dmem's names of regions @regions does not
+    know), from gpu.memory.* or dmem.*, whichever the kernel has; None when
+    the group has no such file. FormatError when it did not parse."""
+    for prefix in ("gpu.memory.", "dmem."):
+        for f in FILES:
+            if f.name.startswith(prefix) and f.show_key == ("memory", what) \
+                    and f.name in files.present:
+                value = files.value(f.name)
+                if prefix == "dmem." and regions is not None:
+                    return regions.keyed(value)
+                return {str(k): v for k, v in value.items()}
+    return None
+
+
+def show_item(files: GroupFiles, regions: Interface | None = None) -> dict[str, Any]:
     """The ``cgroups`` item of ``pycgpu.show/v1``: numbers as numbers,
-    ``max`` as null, devices keyed ``MAJ:MIN``, a file the group lacks left
-    out. FormatError for the first file that did not parse."""
+    ``max`` as null, devices keyed ``MAJ:MIN``, memory by region key
+    (:mod:`pycgpu.core.memory`; dmem's names of regions @regions does not
+    know), a file the group lacks left out. FormatError for the first file
+    that did not parse."""
     if files.errors:
         raise files.errors[0][1]
     item: dict[str, Any] = {"path": files.path, "gpu_enabled": files.gpu_enabled}
     memory: dict[str, Any] = {}
+    # a kernel has one memory interface; were there both, gpu.memory.* is the gpu controller's
+    gpu_memory = any(name.startswith("gpu.memory.") for name in files.present)
     for f in FILES:
         value = getattr(files, f.attr)
         if value is None:
             continue
+        if f.name.startswith("dmem."):
+            if gpu_memory:
+                continue
+            if regions is not None:
+                value = regions.keyed(value)
         if len(f.show_key) == 1:
             item[f.show_key[0]] = f.to_json(value)
         else:

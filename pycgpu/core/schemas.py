@@ -50,6 +50,28 @@ SHOW_SCHEMA: dict[str, Any] = {
             # one item per group: the projection of pycgpu.core.model's files
             "items": show_schema(),
         },
+        # the kernel's memory interface and its regions (pycgpu.core.memory), added in v1
+        "memory": {
+            "type": "object",
+            "required": ["interface", "regions"],
+            "properties": {
+                "interface": {"enum": ["gpu.memory", "dmem"]},
+                "regions": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["key", "kernel_key", "devt", "region", "capacity"],
+                        "properties": {
+                            "key": {"type": "string"},
+                            "kernel_key": {"type": "string"},
+                            "devt": {"type": ["string", "null"], "pattern": _DEVT},
+                            "region": _STR_OR_NULL,
+                            "capacity": {"type": ["integer", "null"]},
+                        },
+                    },
+                },
+            },
+        },
     },
 }
 

@@ -149,9 +149,16 @@ def open_source(kind: str, mount: Path | None, proc: Path = Path("/proc"),
         if not controller_available(mount):
             raise SourceError(0, f"no gpu controller in {mount}/cgroup.controllers: the kernel "
                                  "source needs a kernel with CONFIG_CGROUP_GPU")
+        from ..core.devices import discover
+        from ..core.errors import Error
+        from ..core.memory import detect
         from .kernel import KernelSource
 
-        return KernelSource(mount)
+        try:
+            regions = detect(mount, discover(sysfs, Path("/dev")))
+        except (Error, OSError):
+            regions = None  # memory goes unreported; the rest does not depend on it
+        return KernelSource(mount, regions)
     if kind == FDINFO:
         from .fdinfo import FdinfoSource
 

@@ -24,6 +24,12 @@ of containers:
   file (the kernel's exact format; anything else goes to the general
   parsers), while its settings files are parsed once per text.
 
+On a kernel whose GPU memory is dmem's (:mod:`pycgpu.core.memory`), the
+memory files read are ``dmem.{current,max,peak,events}`` instead, each line
+of a device's only region rekeyed by the device's ``MAJ:MIN``, so that the
+rest reads them as gpu.memory.*'s; the regions of a device with several
+(xe's ``vram0`` and ``stolen``) are not reported here yet.
+
 ``gpu.stat`` counters are hierarchical: an inner group's usage includes its
 children's. :attr:`GroupUsage.leaf` tells the groups apart. The root cgroup
 has only ``gpu.stat`` and ``gpu.memory.current``, with each device's totals
@@ -42,6 +48,7 @@ from typing import Any, TypeAlias, TypeVar
 
 from ..core import formats, model
 from ..core.cgroup import read_interface
+from ..core.memory import DMEM, Interface
 from . import KERNEL, DeviceUsage, GroupUsage, Sample, Source, SourceError
 
 _O_FLAGS = os.O_RDONLY | os.O_CLOEXEC
@@ -110,6 +117,24 @@ def _limit_hits(text: str) -> dict[formats.DevT, int]:
     return {d: keys.get("max", 0) for d, keys in _PARSE["gpu.memory.events"](text).items()}
 
 
+# dmem's files read in place of gpu.memory.{current,max,peak,events}
+_DMEM_READ = ("current", "max", "peak", "events")
+
+
+def _rekeyed(text: str | None, rekey: dict[str, str]) -> str | None:
+    """A dmem file's text with the lines of @rekey's regions keyed by their
+    device (``drm/vgem/system 4096`` -> ``226:129 4096``), the rest dropped."""
+    if text is None:
+        return None
+    out = []
+    for line in text.splitlines():
+        region, sep, rest = line.partition(" ")
+        key = rekey.get(region)
+        if key is not None and sep:
+            out.append(f"{key} {rest}\n")
+    return "".join(out)
+
+
 @dataclass
 class _Parsed:
     """What one set of file texts says, shared by the groups that have the same texts."""
@@ -164,7 +189,8 @@ def _settings(max_: str | None, weight: str | None, priority: str | None,
 _SettingsCache = dict[tuple[str | None, ...], _Settings]
 
 
-def _parse(texts: tuple[str | None, ...], cache: _SettingsCache | None = None) -> _Parsed:
+def _parse(texts: tuple[str | None, ...], cache: _SettingsCache | None = None,
+           names: tuple[str, ...] = FILES) -> _Parsed:
     key = texts[2], texts[5], texts[6], texts[7]
     settings = cache.get(key) if cache is not None else None
     if settings is None:
@@ -174,7 +200,7 @@ def _parse(texts: tuple[str | None, ...], cache: _SettingsCache | None = None) -
     try:
         return _parse_valid(texts, settings)
     except formats.FormatError:
-        return _parse_in_order(texts, settings)
+        return _parse_in_order(texts, settings, names)
 
 
 def _parse_valid(texts: tuple[str | None, ...], settings: _Settings) -> _Parsed:
@@ -210,8 +236,9 @@ def _parse_valid(texts: tuple[str | None, ...], settings: _Settings) -> _Parsed:
     return _Parsed(devices, prio, prio_eff, None)
 
 
-def _parse_in_order(texts: tuple[str | None, ...], settings: _Settings) -> _Parsed:
-    """:func:`_parse` file by file in the order of FILES, up to the first
+def _parse_in_order(texts: tuple[str | None, ...], settings: _Settings,
+                    names: tuple[str, ...] = FILES) -> _Parsed:
+    """:func:`_parse` file by file in the order of @names, up to the first
     that does not parse: what was read before it is kept, with the error."""
     stat, current, _, peak, events, weight, priority, effective = texts
     devices: dict[formats.DevT, DeviceUsage] = {}
@@ -222,36 +249,36 @@ def _parse_in_order(texts: tuple[str | None, ...], settings: _Settings) -> _Pars
             du = devices[d] = DeviceUsage()
         return du
 
-    fname = FILES[0]
+    fname = names[0]
     prio = prio_eff = None
     try:
         for d, (gpu_time, wait) in _stat(stat or "").items():
             du = dev(d)
             du.gpu_time_ns, du.wait_ns = gpu_time, wait
         if current is not None:
-            fname = FILES[1]
+            fname = names[1]
             for d, v in _flat(current).items():
                 dev(d).memory["current"] = v or 0
-            fname = FILES[2]
+            fname = names[2]
             for d, v in (_ok(settings.max) or {}).items():
                 dev(d).memory["max"] = v
-            fname = FILES[3]
+            fname = names[3]
             for d, v in _flat(peak or "").items():
                 dev(d).memory["peak"] = v or 0
-            fname = FILES[4]
+            fname = names[4]
             for d, hits in _limit_hits(events or "").items():
                 dev(d).memory["limit_hits"] = hits
         if weight is not None:
-            fname = FILES[5]
+            fname = names[5]
             weights = _ok(settings.weight)
             assert weights is not None
             for d, du in devices.items():
                 du.weight = weights.for_device(d)
         if priority is not None:
-            fname = FILES[6]
+            fname = names[6]
             prio = _ok(settings.priority)
         if effective is not None:
-            fname = FILES[7]
+            fname = names[7]
             prio_eff = _ok(settings.effective)
     except formats.FormatError as e:
         return _Parsed(dict(sorted(devices.items())), prio, prio_eff, f"{fname}: {e}")
@@ -264,10 +291,24 @@ class KernelSource(Source):
 
     name = KERNEL
 
-    def __init__(self, mount: Path) -> None:
+    def __init__(self, mount: Path, regions: Interface | None = None) -> None:
+        """@regions: the kernel's memory interface (pycgpu.core.memory.detect);
+        with dmem, the memory files read are dmem's."""
         self.mount = Path(mount)
         self._parsed: dict[tuple[str | None, ...], _Parsed] = {}
         self._settings: _SettingsCache = {}
+        self._names = FILES
+        self._rekey: dict[str, str] | None = None
+        if regions is not None and regions.kind == DMEM:
+            self._names = (FILES[0], *(regions.file(w) for w in _DMEM_READ), *FILES[5:])
+            self._rekey = {r.kernel_key: r.key for r in regions.regions
+                           if r.dev is not None and r.key == str(r.dev)}
+
+    def _texts(self, stat: str, dfd: int, names: tuple[str, ...]) -> tuple[str | None, ...]:
+        texts = (stat, *model.read_texts(dfd, names).values())
+        if self._rekey is None:
+            return texts
+        return (texts[0], *(_rekeyed(t, self._rekey) for t in texts[1:5]), *texts[5:])
 
     def _read(self, sample: Sample) -> None:
         root = str(self.mount)
@@ -322,13 +363,14 @@ class KernelSource(Source):
             # top: its counters are its own, not the device's totals
             if stat is None or _read("gpu.weight", dfd) is not None:
                 return
-            texts = (stat, _read(FILES[1], dfd), None, None, None, None, None, None)
+            texts = (*self._texts(stat, dfd, self._names[1:2]),
+                     None, None, None, None, None, None)
         except OSError as e:
             sample.error(f"{root}: {e.strerror or e}")
             return
         finally:
             os.close(dfd)
-        parsed = _parse(texts)
+        parsed = _parse(texts, names=self._names)
         if parsed.error is not None:
             sample.error(f"{root}/{parsed.error}")
         sample.totals = parsed.devices
@@ -337,10 +379,10 @@ class KernelSource(Source):
         stat = _read(FILES[0], dfd)
         if stat is None:
             return None
-        texts = (stat, *model.read_texts(dfd, FILES[1:]).values())
+        texts = self._texts(stat, dfd, self._names[1:])
         parsed = self._parsed.get(texts)
         if parsed is None:
-            parsed = self._parsed[texts] = _parse(texts, self._settings)
+            parsed = self._parsed[texts] = _parse(texts, self._settings, self._names)
         if parsed.error is not None:
             sample.error(f"{path}/{parsed.error}", rel)
         return GroupUsage(rel, priority=parsed.priority,

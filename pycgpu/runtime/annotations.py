@@ -155,6 +155,7 @@ def format_settings(settings: Settings) -> dict[str, str]:
     if settings.priority is not None:
         out[PRIORITY] = str(settings.priority)
     if settings.memory_max:
-        out[MEMORY_MAX] = ",".join(f"{dev}={formats.format_size(v)}"
-                                   for dev, v in sorted(settings.memory_max.items()))
+        out[MEMORY_MAX] = ",".join(
+            f"{region.key}={formats.format_size(v)}"
+            for region, v in sorted(settings.memory_max.items(), key=lambda kv: kv[0].key))
     return out

@@ -39,13 +39,22 @@ def _err(code: int) -> OSError:
 
 class FakeKernel:
     def __init__(self, base: Path, controllers: str = "cpu memory gpu", memory: bool = True,
-                 devices: tuple[DevT, ...] = (I915, VGEM)) -> None:
+                 devices: tuple[DevT, ...] = (I915, VGEM),
+                 dmem: dict[str, int] | None = None) -> None:
+        """@memory: gpu.memory.* (6.12 series); @dmem: the dmem controller
+        with these regions and capacities (7.3 series: no gpu.memory.*)."""
         self.root = base / "cgroup"
         self.root.mkdir()
+        if dmem is not None:
+            controllers += " dmem"
+            (self.root / "dmem.capacity").write_text(
+                "".join(f"{r} {size}\n" for r, size in dmem.items()))
+            (self.root / "dmem.current").write_text("".join(f"{r} 0\n" for r in dmem))
         (self.root / "cgroup.controllers").write_text(controllers + "\n")
         (self.root / "cgroup.subtree_control").write_text("\n")
         (self.root / "cgroup.procs").write_text("")
         self.memory = memory
+        self.dmem = dmem or {}
         self.devices = set(devices)
         self.log: list[tuple[str, str]] = []
         self.fail: dict[str, int] = {}
@@ -110,6 +119,17 @@ class FakeKernel:
             if child.is_dir():
                 self._effective(child)
 
+    def _dmem_files(self, path: Path, on: bool) -> None:
+        """dmem's files of a non-root group, as kernel/cgroup/dmem.c shows them."""
+        texts = {"dmem.max": "max", "dmem.min": "0", "dmem.low": "0", "dmem.current": "0",
+                 "dmem.peak": "0", "dmem.events": "max=0", "dmem.events.local": "max=0"}
+        for name, value in texts.items():
+            f = path / name
+            if on and not f.exists():
+                f.write_text("".join(f"{r} {value}\n" for r in self.dmem))
+            elif not on and f.exists():
+                f.unlink()
+
     def mkdir(self, path: Path) -> None:
         if self.fail.get(self.rel(path)):
             raise _err(self.fail[self.rel(path)])
@@ -120,6 +140,8 @@ class FakeKernel:
         (path / "cgroup.procs").write_text("")
         if "gpu" in controllers:
             self._gpu_files(path, True)
+        if "dmem" in controllers:
+            self._dmem_files(path, True)
 
     def rmdir(self, path: Path) -> None:
         if any(p.is_dir() for p in path.iterdir()):
@@ -139,6 +161,8 @@ class FakeKernel:
         text = data.decode()
         if path.name in ("gpu.weight", "gpu.priority", "gpu.memory.max"):
             self._knob(path, data)
+        elif path.name in ("dmem.max", "dmem.min", "dmem.low"):
+            self._dmem_knob(path, text)
         elif path.name == "cgroup.subtree_control":
             self._subtree_control(path, text)
         elif path.name == "cgroup.procs":
@@ -163,11 +187,23 @@ class FakeKernel:
             if child.is_dir():
                 (child / "cgroup.controllers").write_text(" ".join(sorted(enabled)) + "\n")
                 self._gpu_files(child, "gpu" in enabled)
+                self._dmem_files(child, "dmem" in enabled)
 
     def _procs(self, path: Path, text: str) -> None:
         pid = int(text)
         pids = path.read_text().split()
         path.write_text("".join(f"{p}\n" for p in [*pids, str(pid)]))
+
+    def _dmem_knob(self, path: Path, text: str) -> None:
+        """A write to dmem.max (min, low), as kernel/cgroup/dmem.c answers it."""
+        words = text.split()
+        if len(words) != 2 or words[0] not in self.dmem:
+            raise _err(errno.EINVAL)
+        if words[1] != "max" and not words[1].isdigit():
+            raise _err(errno.EINVAL)
+        lines = dict(line.split() for line in path.read_text().splitlines())
+        lines[words[0]] = words[1]
+        path.write_text("".join(f"{r} {v}\n" for r, v in lines.items()))
 
     def _knob(self, path: Path, data: bytes) -> None:
         """A write to a knob, as the model of kernel/cgroup/gpu.c answers it."""

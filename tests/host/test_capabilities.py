@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import jsonschema
@@ -41,7 +42,8 @@ def host(tmp_path):
                 pid1_comm=proc / "comm", systemd_run=tmp_path / "run/systemd/system",
                 grub_default=tmp_path / "etc/default/grub",
                 checkout_series=tmp_path / "src/kernel/drivers-gpu-cgroup",
-                kfd=tmp_path / "dev/kfd")
+                kfd=tmp_path / "dev/kfd", sysfs_root=tmp_path / "sys-none",
+                dev_root=tmp_path / "dev-none")
 
 
 def booted_by_systemd(host: Host) -> Host:
@@ -84,8 +86,8 @@ def test_all_good(host):
     assert report.ok
     f = by_id(report)
     assert f["cgroup2"].status == OK and f["gpu"].status == OK
-    assert f["systemd"].status == INFO and f["dmem"].status == INFO
-    assert "no upstream dmem" in f["dmem"].message
+    assert f["systemd"].status == INFO and f["memory"].status == INFO
+    assert "no interface counts GPU memory" in f["memory"].message
     assert report.cgroup_root == host.mountinfo.parent.parent / "cgroup"
 
 
@@ -247,11 +249,23 @@ def test_no_systemd_steps_on_a_host_systemd_did_not_boot(host):
     assert report.ok
 
 
-def test_dmem_present(host):
+def test_memory_on_gpu_memory(host):
+    root = host.mountinfo.parent.parent / "cgroup"
+    (root / "gpu.memory.current").write_text("226:128 0\n")
+    f = by_id(check(host))["memory"]
+    assert f.status == INFO and "counted in gpu.memory.* per render node" in f.message
+
+
+def test_memory_on_dmem_names_regions_and_what_none_counts(host, fake_sysfs):
     root = host.mountinfo.parent.parent / "cgroup"
     (root / "cgroup.controllers").write_text("cpu memory dmem gpu\n")
-    f = by_id(check(host))["dmem"]
-    assert f.status == INFO and "dmem controller is present" in f.message
+    (root / "dmem.capacity").write_text("drm/0000:00:02.0/vram0 1024\n")
+    sysfs, dev = fake_sysfs
+    f = by_id(check(replace(host, sysfs_root=sysfs, dev_root=dev)))["memory"]
+    assert f.status == INFO
+    assert "by the dmem controller (dmem.*), in regions: 226:128 (drm/0000:00:02.0/vram0)" \
+        in f.message
+    assert "no region counts the memory of renderD129" in f.message
 
 
 def test_kfd_said_only_where_it_exists(host):

@@ -24,10 +24,12 @@ def test_discover_fields(found, fake_sysfs):
         render_node=dev / "dri" / "renderD128", card_node=dev / "dri" / "card0",
         devt=DevT(226, 128), driver="i915", driver_version=None,
         pci_address="0000:00:02.0", vendor_id="0x8086", device_id="0x46a6",
+        parent="0000:00:02.0",
     )
     assert vgem.devt == DevT(226, 129)
     assert vgem.card_node == dev / "dri" / "card1"
     assert (vgem.driver, vgem.pci_address, vgem.vendor_id) == (None, None, None)
+    assert vgem.parent == "vgem"
     assert i915.describe() == "renderD128 (226:128, i915, 0000:00:02.0)"
 
 

@@ -17,7 +17,7 @@ import pycgpu
 from pycgpu.core import knobs
 from pycgpu.core.cgroup import Cgroup, CgroupError, InvalidPath, resolve_path
 from pycgpu.core.formats import DevT
-from pycgpu.core.knobs import InvalidRequest, Settings, Unavailable
+from pycgpu.core.knobs import InvalidRequest, Settings, Unavailable, gpu_memory_region
 from pycgpu.runtime import oci
 
 # an option (--weight) or a pycgpu command: the CLI's words
@@ -80,7 +80,8 @@ def test_knob_refusals_say_what_without_cli_words(tmp_path, monkeypatch):
          knobs.EXISTS, "cgroup /a already exists", {"group": "/a"}),
         (lambda: knobs.plan_set(Cgroup(root, "a"), Settings()),
          knobs.NOTHING_TO_SET, "nothing to set", {}),
-        (lambda: knobs.plan_set(Cgroup(root, "a"), Settings(memory_max={DevT(226, 128): 1})),
+        (lambda: knobs.plan_set(Cgroup(root, "a"),
+                                Settings(memory_max={gpu_memory_region(DevT(226, 128)): 1})),
          knobs.NO_MEMORY_SUPPORT, "this kernel lacks gpu.memory.max",
          {"file": "gpu.memory.max"}),
         (lambda: resolve_path(root, "/sys/fs/cgroup/a"), "outside-root",

@@ -113,6 +113,27 @@ def test_nested_keyed():
         f.parse_nested_keyed("226:128 usage_usec=x\n")
 
 
+def test_region_keyed():
+    """dmem's files, as upstream's dmem.c prints them (dmemcg_limit_show)."""
+    text = "drm/0000:03:00.0/vram0 1073741824\ndrm/0000:03:00.0/stolen max\ndrm/vgem/system 0\n"
+    assert f.parse_region_keyed(text) == {
+        "drm/0000:03:00.0/vram0": 1 << 30, "drm/0000:03:00.0/stolen": None, "drm/vgem/system": 0}
+    assert f.parse_region_keyed("") == {}
+    assert f.format_region_keyed_write("drm/vgem/system", None) == "drm/vgem/system max"
+    assert f.format_region_keyed_write("drm/vgem/system", 4096) == "drm/vgem/system 4096"
+    for bad in ("drm/vgem/system\n", "drm/vgem/system 1 2\n", "drm/vgem/system lots\n"):
+        with pytest.raises(FormatError):
+            f.parse_region_keyed(bad)
+
+
+def test_region_nested_keyed():
+    text = "drm/0000:03:00.0/vram0 max=3\ndrm/vgem/system max=0\n"
+    assert f.parse_region_nested_keyed(text) == {
+        "drm/0000:03:00.0/vram0": {"max": 3}, "drm/vgem/system": {"max": 0}}
+    with pytest.raises(FormatError, match="KEY=VALUE"):
+        f.parse_region_nested_keyed("drm/vgem/system max\n")
+
+
 @pytest.mark.parametrize(
     ("value", "text"),
     [(536870912, "512M"), (1024, "1K"), (1000, "1000"), (0, "0"), (None, "max"),

@@ -27,6 +27,7 @@ from fakekubelet import FakeKubelet, response_dict
 from pycgpu.core.devices import Device, resolve
 from pycgpu.core.formats import DevT
 from pycgpu.core.formats import format_size_exact as exact
+from pycgpu.core.knobs import gpu_memory_region
 from pycgpu.k8s import shares as sh
 from pycgpu.k8s.plugin import DevicePlugin
 from pycgpu.k8s.sources import StaticSource
@@ -162,10 +163,10 @@ def test_allocate_turns_shares_into_weight_and_memory(start, kubelet):
     # what the createRuntime hook makes of them
     request = ann.parse(three["annotations"], resolver(devices))
     assert request.settings.device_weights == {DevT(226, 128): 300}
-    assert request.settings.memory_max == {DevT(226, 128): limit}
+    assert request.settings.memory_max == {gpu_memory_region(DevT(226, 128)): limit}
     request = ann.parse(spread["annotations"], resolver(devices))
     assert request.settings.device_weights == {DevT(226, 128): 200, DevT(226, 129): 100}
-    assert request.settings.memory_max == {DevT(226, 128): per(8 * GIB, 2, 10)}
+    assert request.settings.memory_max == {gpu_memory_region(DevT(226, 128)): per(8 * GIB, 2, 10)}
 
 
 def test_weights_are_proportional_to_shares(start, kubelet):

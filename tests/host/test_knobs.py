@@ -10,14 +10,21 @@ import pytest
 from pycgpu.core import knobs
 from pycgpu.core.cgroup import Cgroup, CgroupError
 from pycgpu.core.formats import DevT
-from pycgpu.core.knobs import ApplyError, InvalidRequest, Settings, Unavailable, Write
+from pycgpu.core.knobs import (
+    ApplyError,
+    InvalidRequest,
+    Settings,
+    Unavailable,
+    Write,
+    gpu_memory_region,
+)
 
 DEV = DevT(226, 128)
 
 
 def test_settings_writes_in_order_and_validated():
     s = Settings(weight=300, device_weights={DevT(226, 129): None, DEV: 5}, priority=-2,
-                 memory_max={DEV: 1 << 30})
+                 memory_max={gpu_memory_region(DEV): 1 << 30})
     assert [(w.file, w.value) for w in s.writes()] == [
         ("gpu.weight", "default 300"), ("gpu.weight", "226:128 5"),
         ("gpu.weight", "226:129 default"), ("gpu.priority", "-2"),

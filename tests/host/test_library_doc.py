@@ -19,12 +19,18 @@ def _blocks(lang: str) -> list[str]:
     return re.findall(rf"^```{lang}\n(.*?)^```$", PAGE.read_text(), re.S | re.M)
 
 
+def root_totals(root):
+    """The root's gpu.memory.current, by which the example finds gpu.memory.* (6.12)."""
+    (root / "gpu.memory.current").write_text("226:128 0\n226:129 0\n")
+
+
 def test_the_example_runs_and_prints_what_the_page_says(cli, tmp_path, monkeypatch):
     [program] = _blocks("python")
     [printed] = _blocks("text")
     for name, value in cli.env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.chdir(tmp_path)
+    root_totals(cli.fake.root)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(compile(program, str(PAGE), "exec"), {"__name__": "__main__"})
@@ -47,6 +53,7 @@ def test_a_failing_example_says_why_in_one_line(cli, tmp_path, monkeypatch):
     for name, value in cli.env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.chdir(tmp_path)
+    root_totals(cli.fake.root)
     (cli.fake.root / "ai").write_text("")
     with pytest.raises(SystemExit) as info, contextlib.redirect_stdout(io.StringIO()):
         exec(compile(program, str(PAGE), "exec"), {"__name__": "__main__"})

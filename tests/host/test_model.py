@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
 import pytest
 
 from pycgpu.core import model, schemas, snapshot
@@ -91,7 +92,12 @@ def test_the_show_schema_has_every_file_of_the_model():
     props = schemas.SHOW_SCHEMA["properties"]["cgroups"]["items"]["properties"]
     for f in model.FILES:
         where = props if len(f.show_key) == 1 else props["memory"]["properties"]
-        assert where[f.show_key[-1]] == f.schema, f.name
+        if f.name.startswith("gpu.memory."):
+            # memory is keyed by region: gpu.memory.*'s device keys are region keys too
+            assert f.schema["additionalProperties"] == where[f.show_key[-1]][
+                "additionalProperties"], f.name
+        else:
+            assert where[f.show_key[-1]] == f.schema, f.name
     assert list(props) == ["path", "gpu_enabled", "weight", "priority", "priority_effective",
                            "priority_capped_by", "memory", "stat"]
 
@@ -99,13 +105,15 @@ def test_the_show_schema_has_every_file_of_the_model():
 def test_the_rollback_writes_back_what_the_model_read(group):
     files = model.read_group(str(group), "/a")
     undo = {name: model.FILE[name].undo for name in ("gpu.weight", "gpu.priority",
-                                                      "gpu.memory.max")}
+                                                      "gpu.memory.max", "dmem.max",
+                                                      "dmem.min", "dmem.low")}
     assert undo["gpu.weight"](files, None) == "default 300"
     assert undo["gpu.weight"](files, B) == "226:129 20"
     assert undo["gpu.weight"](files, A) == "226:128 default"
     assert undo["gpu.priority"](files, None) == "-3"
     assert undo["gpu.memory.max"](files, A) == "226:128 1073741824"
     assert undo["gpu.memory.max"](files, B) == "226:129 max"
+    assert undo["gpu.memory.max"](files, "226:129") == "226:129 max"  # a region key
     assert [f.name for f in model.FILES if f.kind == model.SETTING] == list(undo)
     with pytest.raises(FormatError):
         model.FILE["gpu.stat"].undo(files, A)
@@ -121,3 +129,28 @@ def test_the_kernel_source_reads_the_model_files_with_its_parsers():
         TEXTS["gpu.memory.max"])
     with pytest.raises(FormatError, match="is not a device number"):
         kernel._flat("nodev 5\n")
+
+
+def test_dmem_files_show_by_region_key(tmp_path):
+    """On a kernel whose memory is dmem's, show/v1's memory is keyed as on
+    gpu.memory.* for a device with one region, DEV:REGION for one of several."""
+    from pycgpu.core.memory import DMEM, Interface, Region
+
+    (tmp_path / "dmem.max").write_text("drm/vgem/system 4096\ndrm/0000:03:00.0/vram0 max\n")
+    (tmp_path / "dmem.current").write_text("drm/vgem/system 0\ndrm/0000:03:00.0/vram0 8192\n")
+    (tmp_path / "dmem.events").write_text("drm/vgem/system max=3\ndrm/0000:03:00.0/vram0 max=0\n")
+    files = model.read_group(str(tmp_path), "/a")
+    regions = Interface(DMEM, (Region("226:128:vram0", "drm/0000:03:00.0/vram0", A, "vram0", 8),
+                               Region("226:129", "drm/vgem/system", B, "system", 8)))
+    item = model.show_item(files, regions)
+    assert item["memory"] == {"max": {"226:129": 4096, "226:128:vram0": None},
+                              "current": {"226:129": 0, "226:128:vram0": 8192},
+                              "events": {"226:129": {"max": 3}, "226:128:vram0": {"max": 0}}}
+    # without the regions (none detected), dmem's own names
+    assert model.show_item(files)["memory"]["max"] == {"drm/vgem/system": 4096,
+                                                       "drm/0000:03:00.0/vram0": None}
+    assert model.FILE["dmem.max"].undo(files, "drm/vgem/system") == "drm/vgem/system 4096"
+    assert model.FILE["dmem.max"].undo(files, "drm/0000:03:00.0/vram0") == \
+        "drm/0000:03:00.0/vram0 max"
+    jsonschema.validate({"schema": "pycgpu.show/v1", "cgroup_root": "/sys/fs/cgroup",
+                         "cgroups": [item]}, schemas.SHOW_SCHEMA)

@@ -196,3 +196,43 @@ def test_settings_are_parsed_once_per_text():
     texts[0] = "226:128 usage_usec=6 wait_usec=1\n"  # the counters move
     kernel._parse(tuple(texts), cache)
     assert len(cache) == 1
+
+
+def test_dmem_memory_reads_as_gpu_memory(tmp_path, monkeypatch):
+    """On a kernel whose GPU memory is dmem's, a device's only region is
+    its memory, as gpu.memory.* is on 6.12; a device with several regions
+    has none here (not reported yet); an error names the dmem file."""
+    from conftest import FakeKernel
+
+    from pycgpu.core.memory import DMEM, Interface, Region
+
+    regions = {"drm/0000:00:02.0/vram0": 8 << 30, "drm/0000:00:02.0/stolen": 1 << 26,
+               "drm/vgem/system": 16 << 30}
+    fake = FakeKernel(tmp_path, memory=False, dmem=regions).install(monkeypatch)
+    fake.make("a")
+    fake.make("b")
+    for g in ("a", "b"):
+        (fake.root / g / "gpu.stat").write_text(
+            "226:128 usage_usec=0 wait_usec=0\n226:129 usage_usec=5 wait_usec=0\n")
+    a = fake.root / "a"
+    (a / "dmem.current").write_text("drm/0000:00:02.0/vram0 4096\ndrm/0000:00:02.0/stolen 0\n"
+                                    "drm/vgem/system 8192\n")
+    (a / "dmem.max").write_text("drm/0000:00:02.0/vram0 max\ndrm/0000:00:02.0/stolen max\n"
+                                "drm/vgem/system 1048576\n")
+    (a / "dmem.events").write_text("drm/0000:00:02.0/vram0 max=0\ndrm/0000:00:02.0/stolen max=0\n"
+                                   "drm/vgem/system max=4\n")
+    (fake.root / "dmem.current").write_text("drm/0000:00:02.0/vram0 4096\n"
+                                            "drm/0000:00:02.0/stolen 0\ndrm/vgem/system 9000\n")
+    (fake.root / "gpu.stat").write_text("226:129 usage_usec=5 wait_usec=0\n")
+    (fake.root / "b" / "dmem.current").write_text("drm/vgem/system 0\n")
+    (fake.root / "b" / "dmem.peak").write_text("drm/vgem/system lots\n")
+    iface = Interface(DMEM, (
+        Region("226:128:stolen", "drm/0000:00:02.0/stolen", I915, "stolen", 1 << 26, DMEM),
+        Region("226:128:vram0", "drm/0000:00:02.0/vram0", I915, "vram0", 8 << 30, DMEM),
+        Region("226:129", "drm/vgem/system", VGEM, "system", 16 << 30, DMEM)))
+    s = KernelSource(fake.root, iface).sample()
+    du = s.groups["/a"].devices[VGEM]
+    assert du.memory == {"current": 8192, "max": 1 << 20, "limit_hits": 4}  # no dmem.peak
+    assert s.groups["/a"].devices[I915].memory == {}
+    assert s.totals[VGEM].memory == {"current": 9000}
+    assert any("/b/dmem.peak: " in e for e in s.errors), s.errors

@@ -17,9 +17,10 @@ def check(state: State, path: str | None, as_json: bool) -> None:
     problem: cgroup v2 mounted (not a v1/hybrid host), a kernel with the gpu
     controller, gpu enabled along --path, a systemd-managed tree (systemd
     does not enable controllers it does not know, so its slices and scopes
-    lack gpu), whether the upstream dmem controller is present, and where
-    /dev/kfd exists, that amdgpu's compute queues (ROCm) bypass the
-    controller.
+    lack gpu), which interface counts GPU memory (gpu.memory.* of the 6.12
+    series, or the dmem controller, with its regions and the render nodes
+    none counts), and where /dev/kfd exists, that amdgpu's compute queues
+    (ROCm) bypass the controller.
 
     The fixes fit this host: systemd's kernel parameter and steps only where
     systemd booted it, a GRUB edit only where /etc/default/grub exists (else
@@ -39,7 +40,8 @@ def check(state: State, path: str | None, as_json: bool) -> None:
     from ...core.cgroup import InvalidPath
 
     try:
-        report = run_check(Host(cgroup_root=state.cgroup_root), path)
+        report = run_check(Host(cgroup_root=state.cgroup_root, sysfs_root=state.sysfs_root,
+                                dev_root=state.dev_root), path)
     except InvalidPath as e:
         raise BadValue(f"--path: {e}") from None
     if as_json:

@@ -14,11 +14,12 @@ from .common import BadValue, State, complete_path, pass_state, translated
 
 
 def _labels(names: Mapping[DevT, str]) -> Callable[[str], str]:
-    """A device key of a show/v1 item (``226:128``) as text output names
-    it: ``renderD128 (226:128)``."""
-    from ...core.devices import label
+    """A device or memory region key of a show/v1 item (``226:128``,
+    ``226:128:vram0``) as text output names it: ``renderD128 (226:128)``,
+    ``renderD128:vram0 (226:128)``."""
+    from ...core.memory import label
 
-    return lambda key: label(DevT.parse(key), names)
+    return lambda key: label(key, names)
 
 
 def _devices(d: dict[str, Any], dev: Callable[[str], str], fmt: Any = str) -> str:
@@ -58,7 +59,7 @@ def render(item: dict[str, Any], names: Mapping[DevT, str] | None = None) -> lis
             note += f", capped by {item['priority_capped_by']}"
         add("priority", f"{item['priority']}" + (note + ")" if note else ""))
     memory = item.get("memory", {})
-    for key in ("max", "current", "peak"):
+    for key in ("max", "min", "low", "current", "peak"):
         if key in memory:
             add(f"memory.{key}", _devices(memory[key], dev, format_size_human))
     for key, label in (("events", "memory.events"), ("events_local", "memory.events.local")):
@@ -95,15 +96,16 @@ def show(state: State, path: str, recursive: bool, as_json: bool) -> None:
     cg = state.cgroup(path)
     if not cg.exists():
         raise BadValue(f"cgroup {cg.name} does not exist")
+    regions = state.memory()
     with translated(path):
-        items = list(snapshot.walk(state.mount, cg.name, recursive))
+        items = list(snapshot.walk(state.mount, cg.name, recursive, regions))
         snapshot.add_capped_by(state.mount, items)
     if as_json:
         import json
 
         # indented for people; compact (C encoder, several times faster) for pipes
         indent = 2 if sys.stdout.isatty() else None
-        click.echo(json.dumps(snapshot.document(state.mount, items), indent=indent))
+        click.echo(json.dumps(snapshot.document(state.mount, items, regions), indent=indent))
         return
     names = state.device_names()
     for item in items:

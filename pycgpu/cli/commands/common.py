@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from ...core.devices import Device
     from ...core.knobs import Settings
+    from ...core.memory import Interface
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
@@ -163,6 +164,7 @@ class State:
     dev_root: Path = Path("/dev")
     _mount: Path | None = field(default=None, repr=False)
     _devices: list[Device] | None = field(default=None, repr=False)
+    _memory: tuple[Interface | None] | None = field(default=None, repr=False)
 
     @property
     def mount(self) -> Path:
@@ -214,6 +216,22 @@ class State:
         except Exception:
             return {}
 
+    def memory(self) -> Interface | None:
+        """The kernel's memory interface and its regions (gpu.memory.* or
+        dmem, :mod:`pycgpu.core.memory`); None when it has neither."""
+        if self._memory is None:
+            from ...core.memory import detect
+
+            try:
+                devices: list[Device] = self.devices()
+            except Exception:  # naming regions by device is a nicety
+                devices = []
+            try:
+                self._memory = (detect(self.mount, devices),)
+            except CgroupError as e:
+                raise Refused(e.strerror or str(e)) from None
+        return self._memory[0]
+
     def resolve_devt(self, text: str) -> DevT:
         """The render node DEV names (DeviceError if none)."""
         from ...core.devices import resolve
@@ -241,7 +259,8 @@ def settings_from_options(
 
     try:
         return parse_settings(weights, priority, memory_max, state.resolve_devt,
-                              Names("--weight", "--priority", "--memory-max"))
+                              Names("--weight", "--priority", "--memory-max"),
+                              state.memory() if memory_max else None)
     except InvalidRequest as e:
         raise BadValue(advised(e)) from None
 

@@ -1,0 +1,86 @@
+"""The memory commands on a kernel whose GPU memory is dmem's (the 7.3
+series, or any kernel with dmem): the same options and output as on
+gpu.memory.* (6.12) for a device with one region, DEV:REGION for one of
+several, dmem enabled along the path as gpu is."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import Cli, FakeKernel
+
+# renderD128 is the i915 PCI GPU at 0000:00:02.0 (fake_sysfs), here with two
+# regions (as xe's vram0 and stolen); renderD129 is vgem, with the DRM
+# core's one region
+REGIONS = {"drm/0000:00:02.0/vram0": 8 << 30, "drm/0000:00:02.0/stolen": 64 << 20,
+           "drm/vgem/system": 16 << 30}
+
+
+@pytest.fixture
+def dcli(tmp_path, monkeypatch, fake_sysfs) -> Cli:
+    fake = FakeKernel(tmp_path, memory=False, dmem=REGIONS).install(monkeypatch)
+    return Cli(fake, *fake_sysfs)
+
+
+def test_create_sets_dmem_max_and_enables_dmem_along_the_path(dcli):
+    dcli("create", "a/b", "--weight", "300", "--memory-max", "renderD129=1G",
+         "--memory-max", "renderD128:vram0=2G")
+    root = dcli.fake.root
+    for group in (root, root / "a"):
+        assert (group / "cgroup.subtree_control").read_text().split() == ["dmem", "gpu"]
+    lines = (root / "a" / "b" / "dmem.max").read_text().splitlines()
+    assert "drm/vgem/system 1073741824" in lines
+    assert "drm/0000:00:02.0/vram0 2147483648" in lines
+    assert "drm/0000:00:02.0/stolen max" in lines
+
+
+def test_show_names_regions_as_on_gpu_memory(dcli):
+    dcli("create", "a", "--memory-max", "renderD129=1G", "--memory-max",
+         "226:128:stolen=32M")
+    doc = json.loads(dcli("show", "--json", "a").output)
+    assert doc["cgroups"][0]["memory"]["max"] == {
+        "226:128:vram0": None, "226:128:stolen": 32 << 20, "226:129": 1 << 30}
+    assert doc["memory"]["interface"] == "dmem"
+    assert {r["key"]: r["capacity"] for r in doc["memory"]["regions"]} == {
+        "226:128:stolen": 64 << 20, "226:128:vram0": 8 << 30, "226:129": 16 << 30}
+    text = dcli("show", "a").output
+    assert "renderD129 (226:129) 1G" in text
+    assert "renderD128:stolen (226:128) 32M" in text
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("renderD128=1G", "several memory regions: give one of renderD128:stolen, "
+                      "renderD128:vram0"),
+    ("renderD128:vram9=1G", "has no memory region 'vram9'; it has stolen, vram0"),
+    ("renderD129:vram0=1G", "has no memory region 'vram0'; it has system"),
+])
+def test_a_region_that_does_not_exist_is_named(dcli, value, message):
+    out = dcli("create", "a", "--memory-max", value, code=2).output
+    assert message in out
+    assert not (dcli.fake.root / "a").exists()
+
+
+def test_set_on_a_group_without_dmem_says_so(dcli):
+    """A group made before dmem was enabled (by hand, a runtime): set refuses
+    and says how to enable it."""
+    fake = dcli.fake
+    (fake.root / "cgroup.subtree_control").write_text("gpu\n")
+    fake.mkdir(fake.root / "old")
+    out = dcli("set", "old", "--memory-max", "renderD129=1G", code=1).output
+    assert "the dmem controller is not enabled for /old (no dmem.max)" in out
+
+
+def test_a_failed_create_takes_dmem_back(dcli):
+    dcli.fake.fail["a/b"] = 13  # EACCES at mkdir of a/b
+    dcli("create", "a/b", "--memory-max", "renderD129=1G", code=1)
+    assert (dcli.fake.root / "cgroup.subtree_control").read_text().split() == []
+    assert not (dcli.fake.root / "a").exists()
+
+
+def test_dry_run_lists_the_dmem_steps(dcli):
+    out = dcli("create", "a", "--memory-max", "renderD129=1G", "--dry-run").output
+    root = dcli.fake.root
+    assert f"write '+gpu' to {root}/cgroup.subtree_control" in out
+    assert f"write '+dmem' to {root}/cgroup.subtree_control" in out
+    assert f"write 'drm/vgem/system 1073741824' to {root}/a/dmem.max" in out
