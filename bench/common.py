@@ -14,6 +14,8 @@ from pathlib import Path
 from limits import raise_nofile
 
 RESULTS = Path(__file__).resolve().parent / "results"
+# the kernel base the VM runs (tools/vm.sh exports it): results are kept per base
+BASE = os.environ.get("PYCGPU_BASE", "6.12")
 
 # The simulated GPU's bindings and the buffer ioctls (tests/simgpu.py,
 # tests/drmtest.py) are test code, not part of pycgpu: every benchmark

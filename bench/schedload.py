@@ -10,13 +10,13 @@ import sys
 import time
 from pathlib import Path
 
-import common  # noqa: F401  first: it puts tests/ on sys.path
+import common  # first: it puts tests/ on sys.path
 from simgpu import ClientProcess, SimGpu, render_nodes
 
 from pycgpu.core import formats
 from pycgpu.core.cgroup import Cgroup
 
-BASE = os.environ.get("PYCGPU_BASE", "6.12")
+BASE = common.BASE
 # what device 1 keeps: drm_sched's FIFO on 6.12; on 7.3 the boot's FAIR
 STOCK = "fair" if BASE == "7.3" else "fifo"
 JOB_NS = int(os.environ.get("BENCH_SCHED_JOB_NS", "5000000"))

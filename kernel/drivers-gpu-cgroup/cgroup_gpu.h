@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * GPU cgroup controller: the interface between the controller and GPU
- * drivers. See kernel/cgroup/gpu.c for the interface files and memory, and
- * kernel/cgroup/gpu_sched.c for the scheduling model.
+ * drivers. See kernel/cgroup/gpu.c for the interface files,
+ * kernel/cgroup/gpu_sched.c for the scheduling model, and, on kernels
+ * without the dmem controller, kernel/cgroup/gpu_mem.c for buffer memory.
  *
  * The unit of GPU work a driver hands the controller is a *queue*: a
  * drm_sched entity, an i915 context, a firmware queue. A queue belongs to a
@@ -131,10 +132,6 @@ void gpucg_publish_device(struct gpucg_device *dev);
 void gpucg_unregister_device(struct gpucg_device *dev);
 void gpucg_put_device(struct gpucg_device *dev);
 
-int gpucg_try_charge_mem(struct gpucg_device *dev, u64 size,
-			 struct gpucg_pool **poolp);
-void gpucg_uncharge_mem(struct gpucg_pool *pool, u64 size);
-
 struct gpucg_client *gpucg_client_create(struct gpucg_device *dev);
 struct gpucg_client *gpucg_client_create_in(struct gpucg_device *dev,
 					    struct cgroup *cgrp);
@@ -195,17 +192,6 @@ static inline void gpucg_unregister_device(struct gpucg_device *dev)
 }
 
 static inline void gpucg_put_device(struct gpucg_device *dev)
-{
-}
-
-static inline int gpucg_try_charge_mem(struct gpucg_device *dev, u64 size,
-				       struct gpucg_pool **poolp)
-{
-	*poolp = NULL;
-	return 0;
-}
-
-static inline void gpucg_uncharge_mem(struct gpucg_pool *pool, u64 size)
 {
 }
 
@@ -372,5 +358,22 @@ static inline void gpucg_boost_unlink(struct gpucg_boost *b)
 									\
 	__gpucg_engine_create(dev, true, ops, priv, &__gpucg_key);	\
 })
+
+#ifdef CONFIG_CGROUP_GPU_MEMORY
+int gpucg_try_charge_mem(struct gpucg_device *dev, u64 size,
+			 struct gpucg_pool **poolp);
+void gpucg_uncharge_mem(struct gpucg_pool *pool, u64 size);
+#else
+static inline int gpucg_try_charge_mem(struct gpucg_device *dev, u64 size,
+				       struct gpucg_pool **poolp)
+{
+	*poolp = NULL;
+	return 0;
+}
+
+static inline void gpucg_uncharge_mem(struct gpucg_pool *pool, u64 size)
+{
+}
+#endif /* CONFIG_CGROUP_GPU_MEMORY */
 
 #endif /* _LINUX_CGROUP_GPU_H */

@@ -36,20 +36,10 @@
  * gpu.stat gives the device's totals: the time of all work, the root
  * cgroup's and the kernel's included, as io.stat does for a disk.
  *
- * gpu.memory.max limits the GPU buffer memory charged to a cgroup and its
- * descendants on one device (the "limits" model): a buffer is charged, when
- * userspace first gets a handle to it, to the cgroup of the task doing so,
- * and stays charged there until it is freed; the buffer pins its cgroup, so
- * a removed cgroup lingers until its buffers are gone. Buffers of kernel
- * threads are not charged, nor are buffers imported from another device
- * (their exporter pays). The root cgroup has no limit; its
- * gpu.memory.current is the total charged on the device, its own tasks'
- * buffers included, as misc.current is. An allocation that would take any
- * cgroup on the path over its limit fails with -ENOMEM. As memory.events
- * does, it counts in gpu.memory.events.local of the cgroup whose limit was
- * hit and in gpu.memory.events of that cgroup and every ancestor, so a
- * monitor of a parent sees the limit hits of its descendants. Lowering a
- * limit below the usage succeeds and only stops further growth.
+ * GPU buffer memory is not this file's: where the kernel has the dmem
+ * controller (Linux 6.14 and later), the DRM core charges buffers to dmem
+ * regions of their device; on older kernels gpu_mem.c offers
+ * gpu.memory.* (CONFIG_CGROUP_GPU_MEMORY).
  *
  * Every write sets one key. Malformed input and unknown devices fail with
  * -EINVAL, a number out of range with -ERANGE, and a failed write changes
@@ -61,8 +51,7 @@
  * in (DRM's object_name_lock nests outside it). A pool lives until its
  * cgroup is freed in css_free() or its device is released, so whoever holds
  * a reference on the cgroup and the device may use its pools without locks.
- * Charges are lockless (page_counter); scalar knobs are written with
- * WRITE_ONCE() and read with READ_ONCE().
+ * Scalar knobs are written with WRITE_ONCE() and read with READ_ONCE().
  */
 
 #include <linux/cgroup.h>
@@ -74,7 +63,6 @@
 #include <linux/list.h>
 #include <linux/mutex.h>
 #include <linux/overflow.h>
-#include <linux/page_counter.h>
 #include <linux/rbtree.h>
 #include <linux/rcupdate.h>
 #include <linux/sched.h>
@@ -111,7 +99,7 @@ static void gpucg_device_free(struct kref *ref)
 	lockdep_assert_held(&gpucg_mutex);
 
 	WARN_ON_ONCE(!list_empty(&dev->engines) || !list_empty(&dev->pools));
-	WARN_ON_ONCE(page_counter_read(&dev->root.mem));
+	WARN_ON_ONCE(gpucg_mem_pages(&dev->root));
 	xa_erase(&gpucg_devices, dev->id);
 	kfree(dev);
 }
@@ -154,10 +142,9 @@ struct gpucg_device *gpucg_register_device(dev_t devt)
 	INIT_LIST_HEAD(&dev->engines);
 	dev->root.cg = &gpucg_root;
 	dev->root.dev = dev;
-	dev->root.mem_max = U64_MAX;
 	INIT_LIST_HEAD(&dev->root.dev_node);
 	xa_init(&dev->root.ents);
-	page_counter_init(&dev->root.mem, NULL, false);
+	gpucg_mem_init(&dev->root, NULL);
 
 	ret = xa_alloc(&gpucg_devices, &dev->id, dev, xa_limit_31b, GFP_KERNEL);
 	if (ret) {
@@ -189,8 +176,9 @@ EXPORT_SYMBOL_GPL(gpucg_publish_device);
  * @dev: handle from gpucg_register_device(); NULL is ignored
  *
  * The device disappears from the interface files and takes no new settings
- * or charges. Buffers charged to it stay charged until they are freed: the
- * handle stays valid for gpucg_uncharge_mem() until gpucg_put_device().
+ * or charges. The handle stays valid until gpucg_put_device(), for the
+ * device's engines and for uncharging buffers charged to it
+ * (gpu.memory.*), which stay charged until they are freed.
  *
  * Context: process context, may sleep.
  */
@@ -210,13 +198,13 @@ EXPORT_SYMBOL_GPL(gpucg_unregister_device);
  */
 static unsigned long gpucg_root_local_pages(struct gpucg_device *dev)
 {
-	unsigned long pages = page_counter_read(&dev->root.mem);
+	unsigned long pages = gpucg_mem_pages(&dev->root);
 	struct gpucg_pool *pool;
 
 	lockdep_assert_held(&gpucg_mutex);
 	list_for_each_entry(pool, &dev->pools, dev_node)
 		if (!pool->parent)
-			pages -= page_counter_read(&pool->mem);
+			pages -= gpucg_mem_pages(pool);
 	return pages;
 }
 
@@ -244,7 +232,7 @@ void gpucg_put_device(struct gpucg_device *dev)
 	dev->dead = true;
 	/* children were added after their parents: free them first */
 	list_for_each_entry_safe_reverse(pool, tmp, &dev->pools, dev_node)
-		if (!WARN_ON_ONCE(page_counter_read(&pool->mem)))
+		if (!WARN_ON_ONCE(gpucg_mem_pages(pool)))
 			gpucg_pool_free(pool);
 	/* under the mutex: the interface files walk the device table */
 	if (!WARN_ON_ONCE(gpucg_root_local_pages(dev)))
@@ -253,7 +241,8 @@ void gpucg_put_device(struct gpucg_device *dev)
 }
 EXPORT_SYMBOL_GPL(gpucg_put_device);
 
-static struct gpucg_device *gpucg_device_find(dev_t devt)
+/* Returns the published device of @devt, or NULL. */
+struct gpucg_device *gpucg_device_find(dev_t devt)
 {
 	struct gpucg_device *dev;
 	unsigned long id;
@@ -281,10 +270,8 @@ static struct gpucg_pool *gpucg_pool_create(struct gpucg *cg,
 	pool->cg = cg;
 	pool->dev = dev;
 	pool->parent = ppool;
-	pool->mem_max = U64_MAX;
 	xa_init(&pool->ents);
-	page_counter_init(&pool->mem, ppool ? &ppool->mem : &dev->root.mem,
-			  false);
+	gpucg_mem_init(pool, ppool ?: &dev->root);
 	ret = xa_insert(&cg->pools, dev->id, pool, GFP_KERNEL);
 	if (ret) {
 		kfree(pool);
@@ -320,83 +307,6 @@ struct gpucg_pool *gpucg_pool_get(struct gpucg *cg, struct gpucg_device *dev)
 	return pool;
 }
 
-/* A refusal by @limit's limit: counted there, and up to the top. */
-static void gpucg_mem_event(struct gpucg_pool *limit)
-{
-	struct gpucg_pool *pool;
-
-	atomic64_inc(&limit->events_local);
-	cgroup_file_notify(&limit->cg->events_local_file);
-	for (pool = limit; pool; pool = pool->parent) {
-		atomic64_inc(&pool->events);
-		cgroup_file_notify(&pool->cg->events_file);
-	}
-}
-
-/**
- * gpucg_try_charge_mem() - charge a buffer to the current task's cgroup
- * @dev: the device the buffer belongs to; NULL charges nothing
- * @size: the buffer's size in bytes
- * @poolp: where to store what gpucg_uncharge_mem() needs, NULL if nothing
- *	   was charged
- *
- * The charge pins the cgroup until it is uncharged.
- *
- * Context: process context, may sleep.
- * Return: 0, or -ENOMEM if a limit on the path does not allow it.
- */
-int gpucg_try_charge_mem(struct gpucg_device *dev, u64 size,
-			 struct gpucg_pool **poolp)
-{
-	unsigned long nr_pages = DIV_ROUND_UP_ULL(size, PAGE_SIZE);
-	struct cgroup_subsys_state *css;
-	struct page_counter *fail;
-	struct gpucg_pool *pool;
-	struct gpucg *cg;
-
-	*poolp = NULL;
-	if (!dev || READ_ONCE(dev->dead) || (current->flags & PF_KTHREAD))
-		return 0;
-
-	css = task_get_css(current, gpu_cgrp_id);
-	cg = css_gpucg(css);
-	pool = cg == &gpucg_root ? &dev->root : xa_load(&cg->pools, dev->id);
-	if (!pool) {
-		mutex_lock(&gpucg_mutex);
-		pool = gpucg_pool_get(cg, dev);
-		mutex_unlock(&gpucg_mutex);
-		if (IS_ERR(pool)) {
-			css_put(css);
-			return PTR_ERR(pool);
-		}
-	}
-
-	if (!page_counter_try_charge(&pool->mem, nr_pages, &fail)) {
-		gpucg_mem_event(container_of(fail, struct gpucg_pool, mem));
-		css_put(css);
-		return -ENOMEM;
-	}
-	*poolp = pool;
-	return 0;
-}
-EXPORT_SYMBOL_GPL(gpucg_try_charge_mem);
-
-/**
- * gpucg_uncharge_mem() - undo gpucg_try_charge_mem()
- * @pool: what gpucg_try_charge_mem() stored; NULL is ignored
- * @size: the size that was charged
- *
- * Context: any context.
- */
-void gpucg_uncharge_mem(struct gpucg_pool *pool, u64 size)
-{
-	if (!pool)
-		return;
-	page_counter_uncharge(&pool->mem, DIV_ROUND_UP_ULL(size, PAGE_SIZE));
-	css_put(&pool->cg->css);
-}
-EXPORT_SYMBOL_GPL(gpucg_uncharge_mem);
-
 static struct cgroup_subsys_state *
 gpucg_css_alloc(struct cgroup_subsys_state *parent_css)
 {
@@ -427,7 +337,7 @@ static void gpucg_css_free(struct cgroup_subsys_state *css)
 	 */
 	mutex_lock(&gpucg_mutex);
 	xa_for_each(&cg->pools, id, pool) {
-		WARN_ON_ONCE(page_counter_read(&pool->mem));
+		WARN_ON_ONCE(gpucg_mem_pages(pool));
 		gpucg_pool_free(pool);
 	}
 	mutex_unlock(&gpucg_mutex);
@@ -454,7 +364,8 @@ static int gpucg_parse_weight(const char *s, u32 *weight)
 	return 0;
 }
 
-static int gpucg_parse_devt(char *s, dev_t *devt)
+/* "MAJ:MIN" */
+int gpucg_parse_devt(char *s, dev_t *devt)
 {
 	char *min = strchr(s, ':');
 	unsigned int maj, mnr;
@@ -471,7 +382,7 @@ static int gpucg_parse_devt(char *s, dev_t *devt)
 }
 
 /* Splits @buf into at most @max whitespace-separated words. */
-static int gpucg_split(char *buf, char **words, int max)
+int gpucg_split(char *buf, char **words, int max)
 {
 	char *w;
 	int n = 0;
@@ -586,150 +497,51 @@ static int gpu_priority_effective_show(struct seq_file *sf, void *v)
 	return 0;
 }
 
-/* "4096", "512K", "2G" or "max" (U64_MAX) */
-static int gpucg_parse_bytes(char *s, u64 *bytes)
-{
-	size_t len = strlen(s);
-	unsigned int shift = 0;
-	u64 v;
-	int ret;
-
-	if (!strcmp(s, "max")) {
-		*bytes = U64_MAX;
-		return 0;
-	}
-	if (len) {
-		switch (s[len - 1]) {
-		case 'K': case 'k':
-			shift = 10;
-			break;
-		case 'M': case 'm':
-			shift = 20;
-			break;
-		case 'G': case 'g':
-			shift = 30;
-			break;
-		case 'T': case 't':
-			shift = 40;
-			break;
-		}
-		if (shift)
-			s[len - 1] = '\0';
-	}
-	ret = kstrtou64(s, 10, &v);
-	if (ret)
-		return ret;
-	if (check_shl_overflow(v, shift, &v) || v == U64_MAX)
-		return -ERANGE;
-	*bytes = v;
-	return 0;
-}
-
-enum gpucg_device_file {
-	GPUCG_STAT,
-	GPUCG_MEM_MAX,
-	GPUCG_MEM_CURRENT,
-	GPUCG_MEM_PEAK,
-	GPUCG_MEM_EVENTS,
-	GPUCG_MEM_EVENTS_LOCAL,
-};
-
-/*
- * One line per registered device, whether or not @cg has used it; the
- * device's totals on the root cgroup.
+/**
+ * gpucg_devices_show() - one line per published device
+ * @sf: the file
+ * @show: prints the rest of a device's line, after "MAJ:MIN ", for the
+ *	  device, the cgroup's pool on it (the device's root pool on the root
+ *	  cgroup, NULL if the cgroup has never used it), and the file's cftype
+ *	  private value
+ *
+ * Context: process context; takes gpucg_mutex.
+ * Return: 0.
  */
-static int gpu_device_show(struct seq_file *sf, void *v)
+int gpucg_devices_show(struct seq_file *sf,
+		       void (*show)(struct seq_file *sf, struct gpucg_device *dev,
+				    struct gpucg_pool *pool, unsigned long file))
 {
 	struct gpucg *cg = css_gpucg(seq_css(sf));
-	enum gpucg_device_file file = seq_cft(sf)->private;
 	struct gpucg_device *dev;
-	struct gpucg_pool *pool;
 	unsigned long id;
-	u64 val;
 
 	mutex_lock(&gpucg_mutex);
 	xa_for_each(&gpucg_devices, id, dev) {
 		if (dev->dead)
 			continue;
-		pool = cg == &gpucg_root ? &dev->root : xa_load(&cg->pools, id);
 		seq_printf(sf, "%u:%u ", MAJOR(dev->devt), MINOR(dev->devt));
-		switch (file) {
-		case GPUCG_STAT:
-			val = pool ? atomic64_read(&pool->usage_ns) : 0;
-			seq_printf(sf, "usage_usec=%llu ",
-				   div_u64(val, NSEC_PER_USEC));
-			val = pool ? atomic64_read(&pool->wait_ns) : 0;
-			seq_printf(sf, "wait_usec=%llu ",
-				   div_u64(val, NSEC_PER_USEC));
-			seq_printf(sf, "sched=%d\n", gpucg_device_schedules(dev));
-			break;
-		case GPUCG_MEM_MAX:
-			val = pool ? pool->mem_max : U64_MAX;
-			if (val == U64_MAX)
-				seq_puts(sf, "max\n");
-			else
-				seq_printf(sf, "%llu\n", val);
-			break;
-		case GPUCG_MEM_CURRENT:
-			val = pool ? page_counter_read(&pool->mem) : 0;
-			seq_printf(sf, "%llu\n", val * PAGE_SIZE);
-			break;
-		case GPUCG_MEM_PEAK:
-			val = pool ? READ_ONCE(pool->mem.watermark) : 0;
-			seq_printf(sf, "%llu\n", val * PAGE_SIZE);
-			break;
-		case GPUCG_MEM_EVENTS:
-			val = pool ? atomic64_read(&pool->events) : 0;
-			seq_printf(sf, "max=%llu\n", val);
-			break;
-		case GPUCG_MEM_EVENTS_LOCAL:
-			val = pool ? atomic64_read(&pool->events_local) : 0;
-			seq_printf(sf, "max=%llu\n", val);
-			break;
-		}
+		show(sf, dev, cg == &gpucg_root ? &dev->root : xa_load(&cg->pools, id),
+		     seq_cft(sf)->private);
 	}
 	mutex_unlock(&gpucg_mutex);
 	return 0;
 }
 
-/* "MAJ:MIN BYTES" or "MAJ:MIN max" */
-static ssize_t gpu_memory_max_write(struct kernfs_open_file *of, char *buf,
-				    size_t nbytes, loff_t off)
+static void gpu_stat_show_pool(struct seq_file *sf, struct gpucg_device *dev,
+			       struct gpucg_pool *pool, unsigned long file)
 {
-	struct gpucg *cg = css_gpucg(of_css(of));
-	struct gpucg_device *dev;
-	struct gpucg_pool *pool;
-	unsigned long pages;
-	char *words[2];
-	dev_t devt;
-	u64 bytes;
-	int ret;
+	u64 usage = pool ? atomic64_read(&pool->usage_ns) : 0;
+	u64 wait = pool ? atomic64_read(&pool->wait_ns) : 0;
 
-	if (gpucg_split(buf, words, 2) != 2)
-		return -EINVAL;
-	ret = gpucg_parse_devt(words[0], &devt);
-	if (ret)
-		return ret;
-	ret = gpucg_parse_bytes(words[1], &bytes);
-	if (ret)
-		return ret;
-	pages = min_t(u64, bytes >> PAGE_SHIFT, PAGE_COUNTER_MAX);
+	seq_printf(sf, "usage_usec=%llu wait_usec=%llu sched=%d\n",
+		   div_u64(usage, NSEC_PER_USEC), div_u64(wait, NSEC_PER_USEC),
+		   gpucg_device_schedules(dev));
+}
 
-	mutex_lock(&gpucg_mutex);
-	dev = gpucg_device_find(devt);
-	pool = dev ? gpucg_pool_get(cg, dev) : ERR_PTR(-EINVAL);
-	if (IS_ERR(pool)) {
-		ret = PTR_ERR(pool);
-	} else {
-		pool->mem_max = bytes;
-		/*
-		 * Not page_counter_set_max(): a limit below the usage is
-		 * taken and stops further charges.
-		 */
-		WRITE_ONCE(pool->mem.max, pages);
-	}
-	mutex_unlock(&gpucg_mutex);
-	return ret ?: nbytes;
+static int gpu_stat_show(struct seq_file *sf, void *v)
+{
+	return gpucg_devices_show(sf, gpu_stat_show_pool);
 }
 
 static struct cftype gpucg_files[] = {
@@ -752,40 +564,7 @@ static struct cftype gpucg_files[] = {
 	},
 	{
 		.name = "stat",
-		.seq_show = gpu_device_show,
-		.private = GPUCG_STAT,
-	},
-	{
-		.name = "memory.max",
-		.flags = CFTYPE_NOT_ON_ROOT,
-		.seq_show = gpu_device_show,
-		.write = gpu_memory_max_write,
-		.private = GPUCG_MEM_MAX,
-	},
-	{
-		.name = "memory.current",
-		.seq_show = gpu_device_show,
-		.private = GPUCG_MEM_CURRENT,
-	},
-	{
-		.name = "memory.peak",
-		.flags = CFTYPE_NOT_ON_ROOT,
-		.seq_show = gpu_device_show,
-		.private = GPUCG_MEM_PEAK,
-	},
-	{
-		.name = "memory.events",
-		.flags = CFTYPE_NOT_ON_ROOT,
-		.seq_show = gpu_device_show,
-		.file_offset = offsetof(struct gpucg, events_file),
-		.private = GPUCG_MEM_EVENTS,
-	},
-	{
-		.name = "memory.events.local",
-		.flags = CFTYPE_NOT_ON_ROOT,
-		.seq_show = gpu_device_show,
-		.file_offset = offsetof(struct gpucg, events_local_file),
-		.private = GPUCG_MEM_EVENTS_LOCAL,
+		.seq_show = gpu_stat_show,
 	},
 	{ }	/* terminate */
 };

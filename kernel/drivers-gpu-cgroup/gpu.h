@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * GPU cgroup controller: state shared by the interface and memory part
- * (gpu.c) and the scheduling core (gpu_sched.c).
+ * GPU cgroup controller: state shared by the interface (gpu.c), the
+ * scheduling core (gpu_sched.c) and, on kernels without the dmem
+ * controller, the memory part (gpu_mem.c).
  */
 #ifndef _KERNEL_CGROUP_GPU_H
 #define _KERNEL_CGROUP_GPU_H
@@ -12,6 +13,7 @@
 #include <linux/mutex.h>
 #include <linux/page_counter.h>
 #include <linux/rbtree.h>
+#include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/xarray.h>
@@ -44,10 +46,12 @@ struct gpucg_pool {
 	atomic64_t		usage_ns;	/* GPU time, hierarchical */
 	atomic64_t		wait_ns;	/* ready, not running */
 	u32			weight;		/* 0: the cgroup's default */
+#ifdef CONFIG_CGROUP_GPU_MEMORY
 	u64			mem_max;	/* bytes as written, U64_MAX: max */
 	struct page_counter	mem;		/* parent: the parent's, or root */
 	atomic64_t		events;		/* refusals, hierarchical */
 	atomic64_t		events_local;	/* refusals by this limit */
+#endif
 	struct rcu_head		rcu;
 };
 
@@ -68,8 +72,10 @@ struct gpucg {
 	u32				weight;		/* default weight */
 	int				priority;
 	struct xarray			pools;		/* device id -> pool */
+#ifdef CONFIG_CGROUP_GPU_MEMORY
 	struct cgroup_file		events_file;
 	struct cgroup_file		events_local_file;
+#endif
 };
 
 extern struct mutex gpucg_mutex;
@@ -87,6 +93,31 @@ static inline struct gpucg *gpucg_parent(struct gpucg *cg)
 
 int gpucg_priority_effective(struct gpucg *cg);
 struct gpucg_pool *gpucg_pool_get(struct gpucg *cg, struct gpucg_device *dev);
+struct gpucg_device *gpucg_device_find(dev_t devt);
+int gpucg_parse_devt(char *s, dev_t *devt);
+int gpucg_split(char *buf, char **words, int max);
+int gpucg_devices_show(struct seq_file *sf,
+		       void (*show)(struct seq_file *sf, struct gpucg_device *dev,
+				    struct gpucg_pool *pool, unsigned long file));
+
+/* gpu_mem.c: gpu.memory.*, built where CONFIG_CGROUP_GPU_MEMORY is set */
+#ifdef CONFIG_CGROUP_GPU_MEMORY
+void gpucg_mem_init(struct gpucg_pool *pool, struct gpucg_pool *parent);
+static inline unsigned long gpucg_mem_pages(struct gpucg_pool *pool)
+{
+	return page_counter_read(&pool->mem);
+}
+#else
+static inline void gpucg_mem_init(struct gpucg_pool *pool,
+				  struct gpucg_pool *parent)
+{
+}
+
+static inline unsigned long gpucg_mem_pages(struct gpucg_pool *pool)
+{
+	return 0;
+}
+#endif
 
 /* gpu_sched.c */
 void gpucg_sched_pool_free(struct gpucg_pool *pool);

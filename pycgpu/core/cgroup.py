@@ -18,6 +18,7 @@ from . import formats
 from .errors import Error
 
 T = TypeVar("T")
+V = TypeVar("V")
 
 CONTROLLER = "gpu"
 # the kernel's device-memory controller (Linux 6.14+), enabled beside gpu where it exists
@@ -389,21 +390,53 @@ class Cgroup:
     def priority_effective(self) -> int:
         return self.parsed("gpu.priority.effective", formats.parse_int)
 
+    # GPU memory per device: gpu.memory.* (6.12 series), or on a kernel whose
+    # memory is dmem's, the dmem.* line of each device's only region
+    # (pycgpu.core.memory; a device with several regions is left out: name
+    # them with memory.detect and model.memory)
+
+    def _dmem_devices(self) -> dict[str, formats.DevT]:
+        """dmem's region names of the devices that have one region only."""
+        from .devices import discover
+        from .memory import detect
+
+        regions = detect(self.mount, discover())
+        if regions is None:
+            return {}
+        return {r.kernel_key: r.dev for r in regions.regions
+                if r.dev is not None and r.key == str(r.dev)}
+
+    def _memory(self, what: str, parse: Callable[[str], dict[formats.DevT, V]],
+                parse_region: Callable[[str], dict[str, V]]) -> dict[formats.DevT, V]:
+        if self.has(f"gpu.memory.{what}") or not self.has(f"dmem.{what}"):
+            return self.parsed(f"gpu.memory.{what}", parse)
+        values = self.parsed(f"dmem.{what}", parse_region)
+        return {dev: values[key] for key, dev in self._dmem_devices().items() if key in values}
+
     def memory_max(self) -> dict[formats.DevT, int | None]:
-        return self.parsed("gpu.memory.max", formats.parse_flat_keyed)
+        return self._memory("max", formats.parse_flat_keyed, formats.parse_region_keyed)
 
     def set_memory_max(self, dev: formats.DevT, value: int | None) -> None:
-        self.write("gpu.memory.max", formats.format_flat_keyed_write(dev, value))
+        if self.has("gpu.memory.max") or not self.has("dmem.max"):
+            self.write("gpu.memory.max", formats.format_flat_keyed_write(dev, value))
+            return
+        for key, owner in self._dmem_devices().items():
+            if owner == dev:
+                self.write("dmem.max", formats.format_region_keyed_write(key, value))
+                return
+        raise CgroupError(errno.ENOENT, f"{dev} has no dmem region of its own in "
+                                        f"{self.mount}/dmem.capacity", WRITE,
+                          self.path / "dmem.max")
 
     def memory_current(self) -> dict[formats.DevT, int | None]:
-        return self.parsed("gpu.memory.current", formats.parse_flat_keyed)
+        return self._memory("current", formats.parse_flat_keyed, formats.parse_region_keyed)
 
     def memory_peak(self) -> dict[formats.DevT, int | None]:
-        return self.parsed("gpu.memory.peak", formats.parse_flat_keyed)
+        return self._memory("peak", formats.parse_flat_keyed, formats.parse_region_keyed)
 
     def memory_events(self, local: bool = False) -> dict[formats.DevT, dict[str, int]]:
-        name = "gpu.memory.events.local" if local else "gpu.memory.events"
-        return self.parsed(name, formats.parse_nested_keyed)
+        what = "events.local" if local else "events"
+        return self._memory(what, formats.parse_nested_keyed, formats.parse_region_nested_keyed)
 
     def stat(self) -> dict[formats.DevT, dict[str, int]]:
         return self.parsed("gpu.stat", formats.parse_nested_keyed)

@@ -435,9 +435,11 @@ def plan_create(cg: Cgroup, settings: Settings, exist_ok: bool = False,
         if CONTROLLER not in controls:
             structure.append((ENABLE, parent))
             shapes[parent.path] = Shape.of(parent)
+        # the parent offers dmem: the root does, a group whose parent has (or
+        # the plan gives) dmem in its subtree_control does
         if dmem and DMEM not in controls and (
-                parent.is_root or (parent.path in dmem_enabled if parent_is_new
-                                   else DMEM in parent.controllers())):
+                parent.is_root or parent.path in dmem_enabled
+                or (not parent_is_new and DMEM in parent.controllers())):
             structure.append((ENABLE_DMEM, parent))
             shapes.setdefault(parent.path, Shape.of(parent))
         if dmem and (DMEM in controls or (ENABLE_DMEM, parent) in structure):

@@ -24,12 +24,13 @@ format, to the three knob files only.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from ..core import formats
 from ..core.errors import Error
 from ..core.knobs import DeviceResolver, InvalidRequest, Names, Settings, parse_settings
+from ..core.memory import Interface
 
 PREFIX = "pycgpu.io/"
 WEIGHT = PREFIX + "gpu.weight"
@@ -81,11 +82,14 @@ _NAMES = Names(WEIGHT, PRIORITY, MEMORY_MAX)
 
 
 def parse(annotations: Mapping[str, object], resolve: DeviceResolver,
-          allowed: Collection[str] = ALLOWED) -> Request:
+          allowed: Collection[str] = ALLOWED,
+          memory: Callable[[], Interface | None] | None = None) -> Request:
     """The request in @annotations; keys outside ``pycgpu.io/`` are ignored;
     @resolve turns a DEV into the render node's number; @allowed are the
     keys this node accepts (a subset of :data:`ALLOWED`: the node's
-    allow-list, :mod:`pycgpu.runtime.allowlist`). Raises :class:`AnnotationError`
+    allow-list, :mod:`pycgpu.runtime.allowlist`); @memory gives the kernel's
+    memory interface (:func:`pycgpu.core.memory.detect`; asked only for a
+    memory limit; None: gpu.memory.*). Raises :class:`AnnotationError`
     for an unknown ``pycgpu.io/`` key, a known one that is not allowed, or
     a value that does not parse."""
     ours = {k: v for k, v in annotations.items() if k.startswith(PREFIX)}
@@ -132,7 +136,8 @@ def parse(annotations: Mapping[str, object], resolve: DeviceResolver,
                     raise AnnotationError(f"annotation {key} takes one value")
                 parts.append(parse_settings((), values[0], (), resolve, _NAMES))
             else:
-                parts.append(parse_settings((), None, values, resolve, _NAMES))
+                parts.append(parse_settings((), None, values, resolve, _NAMES,
+                                            memory() if memory is not None else None))
         except InvalidRequest as e:
             raise AnnotationError(f"annotation {e}") from None
     for part in parts:

@@ -219,6 +219,7 @@ def run(
     proc_root: Path = Path("/proc"),
     image_host: Callable[[], Any] | None = None,
     allowed: Collection[str] | None = None,
+    memory: Callable[[], Any] | None = None,
 ) -> Outcome:
     """Run the hook on the state @text. @resolve turns a DEV of the knob
     annotations into its render node's number
@@ -226,7 +227,9 @@ def run(
     (asked only when there is something to set), @image_host the host's
     :class:`pycgpu.runtime.imagecheck.Host` (asked only for an image check),
     @allowed the annotation keys the node allows (default
-    :data:`pycgpu.runtime.allowlist.DEFAULT`: no priority). Raises
+    :data:`pycgpu.runtime.allowlist.DEFAULT`: no priority), @memory the
+    kernel's memory interface (:func:`pycgpu.core.memory.detect`, asked only
+    for a memory limit; None: gpu.memory.*). Raises
     :class:`HookError` subclasses; nothing is changed then."""
     from ..core import knobs, locks
     from . import imagecheck, kubepods
@@ -248,7 +251,7 @@ def run(
 
         allowed = DEFAULT
     try:
-        request = ann.parse(annotations, resolve, allowed)
+        request = ann.parse(annotations, resolve, allowed, memory)
     except ann.AnnotationError as e:
         raise BadInput(f"container {state.id}: {e}") from None
     outcome = Outcome(request)
@@ -300,6 +303,17 @@ def run(
     return outcome
 
 
+def _memory(mount: Path, sysfs_root: Path, dev_root: Path) -> Any:
+    """The kernel's memory interface, for memory limits (pycgpu.core.memory)."""
+    from ..core.devices import discover
+    from ..core.memory import detect
+
+    try:
+        return detect(mount, discover(sysfs_root, dev_root))
+    except CgroupError as e:
+        raise Refused(f"reading the GPU memory regions: {e.strerror or e}") from None
+
+
 def execute(data: bytes, *, allow: Collection[str], allow_list: Path, mount: Callable[[], Path],
             resolve: Callable[[str], Any], sysfs_root: Path, dev_root: Path, proc_root: Path,
             prog: str = PROG) -> int:
@@ -318,7 +332,7 @@ def execute(data: bytes, *, allow: Collection[str], allow_list: Path, mount: Cal
     try:
         outcome = run(data, resolve=resolve, mount=mount, proc_root=proc_root,
                       image_host=lambda: imagecheck.host(sysfs_root, dev_root, proc_root),
-                      allowed=allowed)
+                      allowed=allowed, memory=lambda: _memory(mount(), sysfs_root, dev_root))
     except HookError as e:
         print(f"Error: {prog}: {e}", file=out)
         return (EXIT_BAD_INPUT if isinstance(e, BadInput) else

@@ -84,3 +84,68 @@ def test_dry_run_lists_the_dmem_steps(dcli):
     assert f"write '+gpu' to {root}/cgroup.subtree_control" in out
     assert f"write '+dmem' to {root}/cgroup.subtree_control" in out
     assert f"write 'drm/vgem/system 1073741824' to {root}/a/dmem.max" in out
+
+
+def test_cgroup_memory_accessors_read_a_devices_only_region(dcli, monkeypatch, fake_sysfs):
+    """Cgroup.memory_max() and the rest key dmem's lines by device where the
+    device has one region (vgem's system), and leave out the others."""
+    from pycgpu.core import devices
+    from pycgpu.core.cgroup import Cgroup, CgroupError
+    from pycgpu.core.formats import DevT
+
+    sysfs, dev = fake_sysfs
+    found = devices.discover(sysfs, dev)
+    monkeypatch.setattr(devices, "discover", lambda *a, **k: found)
+    dcli("create", "a")
+    cg = Cgroup(dcli.fake.root, "a")
+    vgem, i915 = DevT(226, 129), DevT(226, 128)
+    assert cg.memory_max() == {vgem: None}
+    cg.set_memory_max(vgem, 1 << 20)
+    assert "drm/vgem/system 1048576" in (dcli.fake.root / "a" / "dmem.max").read_text()
+    assert cg.memory_max() == {vgem: 1 << 20}
+    assert cg.memory_current() == {vgem: 0}
+    assert cg.memory_events(local=True) == {vgem: {"max": 0}}
+    with pytest.raises(CgroupError, match="226:128 has no dmem region of its own"):
+        cg.set_memory_max(i915, 1)
+
+
+def test_the_hook_sets_dmem_max_from_the_memory_annotation(dcli, tmp_path):
+    """pycgpu.io/gpu.memory.max names devices as everywhere; on a dmem kernel
+    the hook writes dmem.max of the device's region, enabling dmem (and gpu)
+    along the path of the container's scope."""
+    from click.testing import CliRunner
+
+    from pycgpu.cli import main
+
+    root, scope, pid = dcli.fake.root, "system.slice/ctr.scope", 4242
+    (root / "cgroup.subtree_control").write_text("cpu memory\n")
+    for rel in ("system.slice", scope):
+        (root / rel).mkdir()
+        (root / rel / "cgroup.subtree_control").write_text("\n")
+        (root / rel / "cgroup.controllers").write_text("cpu memory\n")
+        (root / rel / "cgroup.procs").write_text("")
+    (root / scope / "cgroup.procs").write_text(f"{pid}\n")
+    proc = tmp_path / "proc"
+    (proc / str(pid)).mkdir(parents=True)
+    (proc / str(pid) / "cgroup").write_text(f"0::/{scope}\n")
+    bundle = tmp_path / "bundle"
+    (bundle / "rootfs").mkdir(parents=True)
+    (bundle / "config.json").write_text(json.dumps(
+        {"ociVersion": "1.0.2", "root": {"path": "rootfs"},
+         "linux": {"cgroupsPath": f"/{scope}"}}))
+    allow = tmp_path / "annotations.allow"
+    allow.write_text("gpu.memory.max\n")
+    allow.chmod(0o644)
+    env = {**dcli.env, "PYCGPU_PROC_ROOT": str(proc), "PYCGPU_ALLOW_LIST": str(allow)}
+    stdin = json.dumps({"ociVersion": "1.0.2", "id": "c1", "status": "creating",
+                        "bundle": str(bundle), "pid": pid,
+                        "annotations": {"pycgpu.io/gpu.memory.max": "renderD129=1G"}})
+    result = CliRunner().invoke(main, ["oci", "hook"], input=stdin, env=env)
+    assert result.exit_code == 0, result.output
+    assert "drm/vgem/system 1073741824" in (root / scope / "dmem.max").read_text()
+    for rel in ("", "system.slice"):
+        assert {"gpu", "dmem"} <= set((root / rel / "cgroup.subtree_control").read_text().split())
+    stdin = stdin.replace("renderD129=1G", "renderD128=1G")
+    result = CliRunner().invoke(main, ["oci", "hook"], input=stdin, env=env)
+    assert result.exit_code != 0
+    assert "several memory regions" in result.output

@@ -25,6 +25,7 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 from drmtest import BufferNode
+from memfiles import PREFIX
 
 from pycgpu.cli import main
 from pycgpu.core import devices as devices_mod
@@ -33,6 +34,8 @@ from pycgpu.core.cgroup import Cgroup, CgroupError
 from pycgpu.core.devices import Device, discover, resolve
 from pycgpu.core.formats import DevT
 from pycgpu.core.schemas import CHECK_SCHEMA, DEVICES_SCHEMA, SHOW_SCHEMA
+
+MEMORY_MAX = PREFIX + "max"  # gpu.memory.max (6.12) or dmem.max (7.3)
 
 
 def run(mount: Path, *args: str, code: int = 0):
@@ -69,10 +72,11 @@ def rel(cg: Cgroup, *parts: str) -> str:
 
 
 def require_memory(cg: Cgroup) -> None:
-    # the VM tier runs on the series' kernel, which has gpu.memory.*: its
-    # absence is a regression, not a reason to skip (a kernel without it is
-    # the host tier's fake kernel: tests/host/test_cli_tree.py)
-    assert cg.has("gpu.memory.max"), "the test kernel lacks gpu.memory.*"
+    # the VM tier runs on the series' kernel, which has gpu.memory.* (6.12)
+    # or charges GEM buffers to dmem (7.3): its absence is a regression, not
+    # a reason to skip (a kernel without it is the host tier's fake kernel:
+    # tests/host/test_cli_tree.py)
+    assert cg.has(MEMORY_MAX), f"the test kernel lacks {MEMORY_MAX}"
 
 
 # devices and DRM ioctls ------------------------------------------------------------
@@ -202,19 +206,22 @@ def test_set_and_show_json(mount, cgroup, sim_dev):
 
 def test_show_omits_files_the_kernel_lacks(mount, cgroup):
     item = json.loads(run(mount, "show", "--json", str(cgroup.relpath)).output)["cgroups"][0]
-    present = {p.name for p in cgroup.path.glob("gpu.*")}
-    assert ("memory" in item) == any(n.startswith("gpu.memory.") for n in present)
+    present = {p.name for p in cgroup.path.glob("gpu.*")} | {
+        p.name for p in cgroup.path.glob("dmem.*")}
+    assert ("memory" in item) == any(n.startswith(PREFIX) for n in present)
     assert ("stat" in item) == ("gpu.stat" in present)
 
 
 def test_show_root(mount):
     """The root has no knob, only the devices' totals (gpu.stat,
-    gpu.memory.current), which show prints as it does for any group."""
+    gpu.memory.current or dmem.current), which show prints as it does for
+    any group."""
     doc = json.loads(run(mount, "show", "--json", "/").output)
     (item,) = doc["cgroups"]
     assert (item["path"], item["gpu_enabled"]) == ("/", False)
     assert set(item) == {"path", "gpu_enabled", "stat", "memory"}
     assert set(item["memory"]) == {"current"}
+    # every device has its one region here (dmem: the DRM core's system region)
     assert set(item["stat"]) == set(item["memory"]["current"])
     assert all(v["sched"] in (0, 1) for v in item["stat"].values())
     jsonschema.validate(doc, SHOW_SCHEMA)
@@ -319,7 +326,7 @@ def test_enoent_gpu_not_enabled(mount, cgroup):
     assert e.value.errno == errno.ENOENT
 
 
-# gpu.memory.* -----------------------------------------------
+# memory: gpu.memory.* (6.12) or dmem.* (7.3) ---------------
 
 
 def test_memory_max_set_show_reset(mount, cgroup, vgem_dev):
@@ -341,6 +348,9 @@ ALLOC = f"""
 import errno, sys
 sys.path.insert(0, {str(TESTS)!r})
 from drmtest import BufferNode
+from memfiles import PREFIX
+
+MEMORY_MAX = PREFIX + "max"
 from pycgpu.core import drm
 with BufferNode(sys.argv[1]) as card:
     card.create_dumb(64, 64, 32)            # 16 KiB: fits

@@ -13,6 +13,9 @@
  */
 
 #include <linux/cgroup.h>
+#if !IS_ENABLED(CONFIG_CGROUP_GPU_MEMORY)
+#include <linux/cgroup_dmem.h>
+#endif
 #include <linux/delay.h>
 #include <linux/dma-buf.h>
 #include <linux/file.h>
@@ -602,23 +605,43 @@ out:
 	return err;
 }
 
-/* The cgroup the harness runs modprobe in, for the memory test. */
+/*
+ * Where the memory test reads its charges: in the cgroup the harness runs
+ * modprobe in (<st_gpucg>/mem), the test device's line of gpu.memory.current
+ * where the gpu controller has memory, else of dmem.current, for the
+ * device's GEM region.
+ */
+#if IS_ENABLED(CONFIG_CGROUP_GPU_MEMORY)
 #define ST_MEMORY_CURRENT	"/sys/fs/cgroup%s/mem/gpu.memory.current"
 
-/* What gpu.memory.current of <st_gpucg>/mem says for the test device. */
+static char *st_memory_key(struct drm_i915_private *i915)
+{
+	return kasprintf(GFP_KERNEL, "%u:%u", MAJOR(ST_GPUCG_DEVT),
+			 MINOR(ST_GPUCG_DEVT));
+}
+#else
+#define ST_MEMORY_CURRENT	"/sys/fs/cgroup%s/mem/dmem.current"
+
+static char *st_memory_key(struct drm_i915_private *i915)
+{
+	return kasprintf(GFP_KERNEL, "drm/%s/system", i915->drm.unique);
+}
+#endif
+
+/* The value on the test device's line of ST_MEMORY_CURRENT, or -errno. */
 static s64 st_memory_current(struct drm_i915_private *i915)
 {
+	char *path, *key, *buf, *line, *next, *val;
 	struct file *f;
-	char *path, *buf, *line, *next;
-	unsigned int maj, min;
 	loff_t pos = 0;
 	s64 ret = 0;
 	ssize_t len;
-	u64 val;
+	u64 bytes;
 
 	path = kasprintf(GFP_KERNEL, ST_MEMORY_CURRENT, i915_selftest.gpucg);
+	key = st_memory_key(i915);
 	buf = kzalloc(PAGE_SIZE, GFP_KERNEL);
-	if (!path || !buf) {
+	if (!path || !key || !buf) {
 		ret = -ENOMEM;
 		goto out;
 	}
@@ -634,18 +657,57 @@ static s64 st_memory_current(struct drm_i915_private *i915)
 		ret = len;
 		goto out;
 	}
+	ret = -ENOENT;
 	for (line = buf; line; line = next) {
 		next = strchr(line, '\n');
 		if (next)
 			*next++ = '\0';
-		if (sscanf(line, "%u:%u %llu", &maj, &min, &val) == 3 &&
-		    MKDEV(maj, min) == ST_GPUCG_DEVT)
-			ret = val;
+		val = strchr(line, ' ');
+		if (!val)
+			continue;
+		*val++ = '\0';
+		if (!strcmp(line, key) && !kstrtou64(val, 10, &bytes))
+			ret = bytes;
 	}
+	if (ret == -ENOENT)
+		pr_err("i915_gpucg: no line %s in %s\n", key, path);
 out:
 	kfree(buf);
+	kfree(key);
 	kfree(path);
 	return ret;
+}
+
+/*
+ * Gives the mock device, which has no render node for the DRM core to
+ * register, the dmem region the core charges GEM objects to on a device
+ * that has one. Nothing to do where the gpu controller has memory.
+ */
+static int st_memory_region_init(struct drm_i915_private *i915)
+{
+#if !IS_ENABLED(CONFIG_CGROUP_GPU_MEMORY)
+	struct dmem_cgroup_region *region;
+
+	region = dmem_cgroup_register_region(&(struct dmem_cgroup_init){
+						.size = SZ_1G,
+					     }, "drm/%s/system", i915->drm.unique);
+	if (IS_ERR(region))
+		return PTR_ERR(region);
+	if (!region) {
+		pr_err("i915_gpucg: the kernel has no dmem cgroup controller\n");
+		return -ENODEV;
+	}
+	i915->drm.gem_region = region;
+#endif
+	return 0;
+}
+
+static void st_memory_region_fini(struct drm_i915_private *i915)
+{
+#if !IS_ENABLED(CONFIG_CGROUP_GPU_MEMORY)
+	dmem_cgroup_unregister_region(i915->drm.gem_region);
+	i915->drm.gem_region = NULL;
+#endif
 }
 
 /*
@@ -653,7 +715,7 @@ out:
  * region, each given two handles and imported back into the device, are
  * each charged once, at the first handle, to the cgroup modprobe runs in
  * (<st_gpucg>/mem), and uncharged when freed: read from that cgroup's
- * gpu.memory.current.
+ * gpu.memory.current, or dmem.current where the kernel has dmem.
  */
 static int igt_gpucg_memory(void *arg)
 {
@@ -675,9 +737,14 @@ static int igt_gpucg_memory(void *arg)
 	if (!i915_selftest.gpucg)
 		return 0;
 	gpucg_publish_device(i915->drm.gpucg);
+	err = st_memory_region_init(i915);
+	if (err)
+		return err;
 	file = mock_file(i915);
-	if (IS_ERR(file))
-		return PTR_ERR(file);
+	if (IS_ERR(file)) {
+		err = PTR_ERR(file);
+		goto out_memory;
+	}
 	mr = mock_region_create(i915, 0, SZ_2M, PAGE_SIZE, 0, 0);
 	if (IS_ERR(mr)) {
 		err = PTR_ERR(mr);
@@ -755,6 +822,8 @@ out_region:
 	intel_memory_region_destroy(mr);
 out_file:
 	__fput_sync(file);
+out_memory:
+	st_memory_region_fini(i915);
 	return err;
 }
 
