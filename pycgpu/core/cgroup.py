@@ -396,7 +396,9 @@ class Cgroup:
     # them with memory.detect and model.memory)
 
     def _dmem_devices(self) -> dict[str, formats.DevT]:
-        """dmem's region names of the devices that have one region only."""
+        """dmem's region names of the devices that have one region only (the
+        render nodes of the real /sys: these accessors serve tests and
+        benchmarks; a program names regions with memory.detect)."""
         from .devices import discover
         from .memory import detect
 
@@ -406,9 +408,14 @@ class Cgroup:
         return {r.kernel_key: r.dev for r in regions.regions
                 if r.dev is not None and r.key == str(r.dev)}
 
+    def _dmem_kernel(self) -> bool:
+        """Whether the kernel's GPU memory is dmem's (no gpu.memory.* on the root)."""
+        root = Cgroup(self.mount)
+        return not root.has("gpu.memory.current") and DMEM in root.controllers()
+
     def _memory(self, what: str, parse: Callable[[str], dict[formats.DevT, V]],
                 parse_region: Callable[[str], dict[str, V]]) -> dict[formats.DevT, V]:
-        if self.has(f"gpu.memory.{what}") or not self.has(f"dmem.{what}"):
+        if self.has(f"gpu.memory.{what}") or not self._dmem_kernel():
             return self.parsed(f"gpu.memory.{what}", parse)
         values = self.parsed(f"dmem.{what}", parse_region)
         return {dev: values[key] for key, dev in self._dmem_devices().items() if key in values}
@@ -417,7 +424,7 @@ class Cgroup:
         return self._memory("max", formats.parse_flat_keyed, formats.parse_region_keyed)
 
     def set_memory_max(self, dev: formats.DevT, value: int | None) -> None:
-        if self.has("gpu.memory.max") or not self.has("dmem.max"):
+        if self.has("gpu.memory.max") or not self._dmem_kernel():
             self.write("gpu.memory.max", formats.format_flat_keyed_write(dev, value))
             return
         for key, owner in self._dmem_devices().items():

@@ -151,14 +151,16 @@ def open_source(kind: str, mount: Path | None, proc: Path = Path("/proc"),
                                  "source needs a kernel with CONFIG_CGROUP_GPU")
         from ..core.devices import discover
         from ..core.errors import Error
-        from ..core.memory import detect
+        from ..core.memory import Interface, detect
         from .kernel import KernelSource
 
-        try:
-            regions = detect(mount, discover(sysfs, Path("/dev")))
-        except (Error, OSError):
-            regions = None  # memory goes unreported; the rest does not depend on it
-        return KernelSource(mount, regions)
+        def regions() -> Interface | None:
+            try:
+                return detect(mount, discover(sysfs, Path("/dev")))
+            except (Error, OSError):
+                return None  # memory goes unreported; the rest does not depend on it
+
+        return KernelSource(mount, regions(), regions)
     if kind == FDINFO:
         from .fdinfo import FdinfoSource
 

@@ -28,7 +28,8 @@ On a kernel whose GPU memory is dmem's (:mod:`pycgpu.core.memory`), the
 memory files read are ``dmem.{current,max,peak,events}`` instead, each line
 of a device's only region rekeyed by the device's ``MAJ:MIN``, so that the
 rest reads them as gpu.memory.*'s; the regions of a device with several
-(xe's ``vram0`` and ``stolen``) are not reported here yet.
+(xe's ``vram0`` and ``vram1`` on a card with two tiles) are not reported
+here yet.
 
 ``gpu.stat`` counters are hierarchical: an inner group's usage includes its
 children's. :attr:`GroupUsage.leaf` tells the groups apart. The root cgroup
@@ -291,18 +292,38 @@ class KernelSource(Source):
 
     name = KERNEL
 
-    def __init__(self, mount: Path, regions: Interface | None = None) -> None:
+    def __init__(self, mount: Path, regions: Interface | None = None,
+                 redetect: Callable[[], Interface | None] | None = None) -> None:
         """@regions: the kernel's memory interface (pycgpu.core.memory.detect);
-        with dmem, the memory files read are dmem's."""
+        with dmem, the memory files read are dmem's. @redetect gives it
+        again when the root's dmem.capacity changes (a GPU that came or
+        went: its region with it)."""
         self.mount = Path(mount)
         self._parsed: dict[tuple[str | None, ...], _Parsed] = {}
         self._settings: _SettingsCache = {}
+        self._redetect = redetect
+        self._capacity: str | None = None
+        self._use(regions)
+
+    def _use(self, regions: Interface | None) -> None:
         self._names = FILES
         self._rekey: dict[str, str] | None = None
         if regions is not None and regions.kind == DMEM:
             self._names = (FILES[0], *(regions.file(w) for w in _DMEM_READ), *FILES[5:])
             self._rekey = {r.kernel_key: r.key for r in regions.regions
                            if r.dev is not None and r.key == str(r.dev)}
+            self._capacity = "".join(f"{r.kernel_key} {r.capacity}\n" for r in regions.regions
+                                     if r.capacity is not None)
+
+    def _regions_changed(self, dfd: int) -> None:
+        """Detects the regions again when dmem.capacity lists others than before."""
+        if self._redetect is None or self._rekey is None:
+            return
+        text = _read("dmem.capacity", dfd)
+        if text is not None and sorted(text.splitlines()) != sorted(
+                (self._capacity or "").splitlines()):
+            self._use(self._redetect())
+            self._parsed.clear()
 
     def _texts(self, stat: str, dfd: int, names: tuple[str, ...]) -> tuple[str | None, ...]:
         texts = (stat, *model.read_texts(dfd, names).values())
@@ -358,6 +379,7 @@ class KernelSource(Source):
         except OSError as e:
             raise SourceError(e.errno or 0, f"cannot open {root}: {e.strerror}") from None
         try:
+            self._regions_changed(dfd)
             stat = _read(FILES[0], dfd)
             # a mount of a non-root cgroup (a cgroup namespace) has knobs at its
             # top: its counters are its own, not the device's totals

@@ -11,7 +11,7 @@ import pytest
 from conftest import Cli, FakeKernel
 
 # renderD128 is the i915 PCI GPU at 0000:00:02.0 (fake_sysfs), here with two
-# regions (as xe's vram0 and stolen); renderD129 is vgem, with the DRM
+# regions (a driver's VRAM and stolen memory); renderD129 is vgem, with the DRM
 # core's one region
 REGIONS = {"drm/0000:00:02.0/vram0": 8 << 30, "drm/0000:00:02.0/stolen": 64 << 20,
            "drm/vgem/system": 16 << 30}

@@ -236,3 +236,33 @@ def test_dmem_memory_reads_as_gpu_memory(tmp_path, monkeypatch):
     assert s.groups["/a"].devices[I915].memory == {}
     assert s.totals[VGEM].memory == {"current": 9000}
     assert any("/b/dmem.peak: " in e for e in s.errors), s.errors
+
+
+def test_dmem_regions_are_detected_again_when_a_gpu_comes(tmp_path, monkeypatch):
+    """A region that appears in dmem.capacity (a GPU probed after the
+    exporter started) is read from the next sample on."""
+    from conftest import FakeKernel
+
+    from pycgpu.core.memory import DMEM, Interface, Region
+
+    fake = FakeKernel(tmp_path, memory=False, dmem={"drm/vgem/system": 1 << 30})
+    fake.install(monkeypatch)
+    fake.make("a")
+    (fake.root / "a" / "gpu.stat").write_text("226:130 usage_usec=0 wait_usec=0\n")
+    (fake.root / "a" / "dmem.current").write_text("drm/vgem/system 0\n")
+    vgem = Region("226:129", "drm/vgem/system", VGEM, "system", 1 << 30, DMEM)
+    simgpu = Region("226:130", "drm/simgpu.0/system", DevT(226, 130), "system", 1 << 30, DMEM)
+    calls = []
+
+    def redetect():
+        calls.append(1)
+        return Interface(DMEM, (vgem, simgpu))
+
+    src = KernelSource(fake.root, Interface(DMEM, (vgem,)), redetect)
+    assert src.sample().groups["/a"].devices[DevT(226, 130)].memory == {}
+    assert calls == []  # the same regions: no new detection
+    (fake.root / "dmem.capacity").write_text("drm/vgem/system 1073741824\n"
+                                             "drm/simgpu.0/system 1073741824\n")
+    (fake.root / "a" / "dmem.current").write_text("drm/vgem/system 0\ndrm/simgpu.0/system 8192\n")
+    assert src.sample().groups["/a"].devices[DevT(226, 130)].memory == {"current": 8192}
+    assert calls == [1]

@@ -348,9 +348,6 @@ ALLOC = f"""
 import errno, sys
 sys.path.insert(0, {str(TESTS)!r})
 from drmtest import BufferNode
-from memfiles import PREFIX
-
-MEMORY_MAX = PREFIX + "max"
 from pycgpu.core import drm
 with BufferNode(sys.argv[1]) as card:
     card.create_dumb(64, 64, 32)            # 16 KiB: fits
