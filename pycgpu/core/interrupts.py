@@ -8,6 +8,9 @@ and no step is ever half recorded. A signal that arrives after the last
 check (the change is complete) is delivered again once the previous
 handlers are back, so it then acts as it would have without pycgpu.
 SIGKILL cannot be caught: what it can leave is in docs/cli.md.
+
+:func:`stop_event` is the other use: a service (the exporter, the device
+plugin) that runs until the first SIGINT or SIGTERM.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import errno
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
@@ -70,3 +73,43 @@ def deferred() -> Iterator[Signals]:
             signal.signal(s, signal.SIG_DFL if handler is None else handler)
         if signals.pending is not None and not signals.raised:
             signal.raise_signal(signals.pending)
+
+
+@contextmanager
+def stop_event(signals: Iterable[int] = SIGNALS) -> Iterator[threading.Event]:
+    """An event set by the first of @signals, for a service that runs until
+    asked to stop; call it before the service starts any thread.
+
+    ``Event.set()`` cannot be called from a Python signal handler: the
+    handler runs in the main thread between two bytecodes, possibly while
+    that thread holds the event's own (non-reentrant) lock inside
+    ``Event.wait()``, and then waits for that lock forever. So the signals
+    are blocked in the calling thread, and in every thread it starts inside
+    the block (threads inherit the mask), and one helper thread takes them
+    with ``sigwait()`` and sets the event from ordinary thread context. At
+    the end of the block the mask is restored: a signal sent again during
+    the shutdown then acts as it would without pycgpu."""
+    wanted = set(signals)
+    stop = threading.Event()
+    lock = threading.Lock()
+    state = {"taken": False, "closing": False}
+
+    def take() -> None:
+        signal.sigwait(wanted)
+        with lock:
+            state["taken"] = True
+            if not state["closing"]:
+                stop.set()
+
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, wanted)
+    taker = threading.Thread(target=take, name="pycgpu-signals", daemon=True)
+    taker.start()
+    try:
+        yield stop
+    finally:
+        with lock:  # the taker is alive until it has taken the lock
+            state["closing"] = True
+            if not state["taken"] and taker.ident is not None:
+                signal.pthread_kill(taker.ident, next(iter(wanted)))  # to it alone
+        taker.join()
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)

@@ -321,3 +321,34 @@ def test_a_lock_file_that_cannot_be_made_leaves_the_config_alone(cli, tmp_path):
                         f"({bundle}/config.json is unchanged)\n")
     assert (bundle / "config.json").read_text() == "{}"
     assert not (tmp_path / "elsewhere").exists()
+
+
+# A service's stop signal (stop_event: the exporter and the device plugin).
+STOP_CHILD = """
+import os, signal, sys, time
+from pycgpu.core.interrupts import stop_event
+
+sig = signal.Signals[sys.argv[1]]
+with stop_event() as stop:
+    # the moment a Python handler calling stop.set() deadlocks on: the
+    # signal arrives while this thread holds the event's own lock
+    with stop._cond:
+        os.kill(os.getpid(), sig)
+        time.sleep(0.2)
+    print("stopped" if stop.wait(5) else "not stopped", flush=True)
+with stop_event() as stop:  # no signal: the block still ends
+    pass
+print("mask", sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])), flush=True)
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_stop_signal_sets_the_event_while_its_lock_is_held(sig):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", STOP_CHILD, sig], capture_output=True, text=True,
+                       timeout=20)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["stopped", "mask []"]
+

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import click
 
+from ...core.interrupts import stop_event
 from .common import BadValue, Refused, State, pass_state
 
 if TYPE_CHECKING:
@@ -202,9 +203,6 @@ def device_plugin(state: State, shares: tuple[str, ...], weight_per_share: int,
     A pod asking for 3 shares:
       resources: {limits: {pycgpu.io/gpu-share: 3}}
     """
-    import signal
-    import threading
-
     config, warnings = make_config(shares, weight_per_share, memory, only)
 
     def log(message: str) -> None:
@@ -212,36 +210,34 @@ def device_plugin(state: State, shares: tuple[str, ...], weight_per_share: int,
 
     for w in warnings:
         log(w)
-    from ...k8s.api import EXTRA, ApiUnavailable
-    from ...k8s.sources import PollSource, UdevSource
-    from ...runtime.oci import hook_command
+    with stop_event() as stop:  # before the plugin starts a thread
+        from ...k8s.api import EXTRA, ApiUnavailable
+        from ...k8s.sources import PollSource, UdevSource
+        from ...runtime.oci import hook_command
 
-    try:
-        from ...k8s.plugin import DevicePlugin, PluginError
-    except ImportError as e:
-        raise Refused(f"the device plugin needs grpcio and protobuf ({e}; fix: "
-                      f"{EXTRA})") from None
-    source: Any
-    use_udev = watch == "udev" or (watch == "auto" and state.sysfs_root == Path("/sys")
-                                   and state.dev_root == Path("/dev"))
-    if use_udev:
-        source = UdevSource(log, interval=max(poll_interval, 30.0))
-    else:
-        source = PollSource(state.sysfs_root, state.dev_root, poll_interval)
-    try:
-        plugin = DevicePlugin(config, source, log=log, plugin_dir=plugin_dir,
-                              kubelet_socket=kubelet_socket, endpoint=endpoint,
-                              resource_name=resource_name, sysfs_root=state.sysfs_root,
-                              check_interval=check_interval, cdi_spec=cdi_spec,
-                              cdi_hook=hook_command(cdi_hook_path) if cdi_spec else None)
-    except (PluginError, ApiUnavailable) as e:
-        raise Refused(str(e)) from None
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    log(f"serving {plugin.socket}")
-    try:
-        plugin.run(stop)
-    except PluginError as e:
-        raise Refused(str(e)) from None
+        try:
+            from ...k8s.plugin import DevicePlugin, PluginError
+        except ImportError as e:
+            raise Refused(f"the device plugin needs grpcio and protobuf ({e}; fix: "
+                          f"{EXTRA})") from None
+        source: Any
+        use_udev = watch == "udev" or (watch == "auto" and state.sysfs_root == Path("/sys")
+                                       and state.dev_root == Path("/dev"))
+        if use_udev:
+            source = UdevSource(log, interval=max(poll_interval, 30.0))
+        else:
+            source = PollSource(state.sysfs_root, state.dev_root, poll_interval)
+        try:
+            plugin = DevicePlugin(config, source, log=log, plugin_dir=plugin_dir,
+                                  kubelet_socket=kubelet_socket, endpoint=endpoint,
+                                  resource_name=resource_name, sysfs_root=state.sysfs_root,
+                                  check_interval=check_interval, cdi_spec=cdi_spec,
+                                  cdi_hook=hook_command(cdi_hook_path) if cdi_spec else None)
+        except (PluginError, ApiUnavailable) as e:
+            raise Refused(str(e)) from None
+        log(f"serving {plugin.socket}")
+        try:
+            plugin.run(stop)
+        except PluginError as e:
+            raise Refused(str(e)) from None
     log("stopped")

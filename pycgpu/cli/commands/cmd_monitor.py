@@ -6,19 +6,22 @@ the exporter writes its formats itself (:mod:`pycgpu.monitoring.exporter`)."""
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from ...core.interrupts import stop_event
 from .common import BadValue, Refused, State, complete_path, pass_state
 
 if TYPE_CHECKING:
     from ...monitoring.view import Monitor
 
-SOURCE_HELP = ("Where usage comes from: kernel (gpu.stat and gpu.memory.* of the gpu "
-               "controller), fdinfo (/proc/*/fdinfo of DRM clients, any kernel), or auto: "
-               "kernel when the controller is enabled below the cgroup root, else fdinfo.")
+SOURCE_HELP = ("Where usage comes from: kernel (the gpu controller's gpu.stat, and "
+               "gpu.memory.* or dmem.*), fdinfo (/proc/*/fdinfo of DRM clients, any "
+               "kernel), or auto: kernel when the controller is enabled below the cgroup "
+               "root, else fdinfo.")
 
 SOURCES_EPILOG = """
 \b
@@ -267,10 +270,15 @@ def exporter(state: State, listen: str, pod_resources: Path, source: str, all_gr
     PromQL: GPU % per container over 1m
       rate(pycgpu_gpu_time_seconds_total[1m]) * 100
     """
-    import signal
-    import threading
-
     host, port = parse_listen(listen)
+    with stop_event() as stop:  # before any thread starts
+        _export(state, host, port, listen, pod_resources, source, all_groups, proc_root,
+                runtime_root, stop)
+
+
+def _export(state: State, host: str, port: int, listen: str, pod_resources: Path, source: str,
+            all_groups: bool, proc_root: Path, runtime_root: Path,
+            stop: threading.Event) -> None:
     monitor, _ = make_monitor(state, source, all_groups, None, proc_root, runtime_root)
     from ...monitoring import exporter as exp
 
@@ -300,13 +308,8 @@ def exporter(state: State, listen: str, pod_resources: Path, source: str, all_gr
     shown = f"[{host}]" if ":" in host else host
     log(f"serving http://{shown}:{server.server_port}/metrics "
         f"(source {monitor.source.name}); Ctrl-C to stop")
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        while not stop.wait(3600):
-            pass
-    except KeyboardInterrupt:
-        pass
+        stop.wait()
     finally:
         server.shutdown()
 
