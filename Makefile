@@ -11,7 +11,7 @@ PY := .venv/bin/python
 VM := tools/vm.sh run
 PYTEST_VM := $(PY) -m pytest -p no:cacheprovider -ra --durations=12
 
-.PHONY: help demo test test-base test-7.3-rest test-host test-vm test-i915 test-kunit test-debug lint checkpatch bench \
+.PHONY: help demo test test-base test-7.3-rest test-host test-vm test-i915 test-kunit test-nogpu test-debug lint checkpatch bench \
 	bench-% kernel check-drivers vm-shell vm-run patches setup venv clean bench-exporter mutation mutation-core
 
 help: ## this list
@@ -39,7 +39,7 @@ VM_CORE_TESTS := tests/vm/test_controller.py tests/vm/test_sched.py tests/vm/tes
 	tests/vm/test_sched_shapes.py tests/vm/test_sched_inherit.py
 ifeq ($(PYCGPU_BASE),7.3)
 test-base: TESTS = $(VM_CORE_TESTS)
-test-base: check-drivers test-vm test-i915 test-kunit
+test-base: check-drivers test-vm test-i915 test-kunit test-nogpu
 else
 test-base: check-drivers test-vm test-i915
 endif
@@ -53,7 +53,7 @@ test-host: venv ## host tier: pytest, no root, no VM
 
 TESTS ?= tests/vm
 test-vm: kernel ## VM tier: pytest as root inside the VM (TESTS='tests/vm/test_memory.py' for a part)
-	$(VM) "$(PYTEST_VM) -m 'not debug and not i915 and not kunit' $(TESTS)"
+	$(VM) "$(PYTEST_VM) -m 'not debug and not i915 and not kunit and not nogpu' $(TESTS)"
 
 test-i915: kernel ## i915's mock selftests in the VM: the gpucg group, and the stock suite against its baseline
 	$(VM) "$(PYTEST_VM) tests/vm/test_i915.py"
@@ -65,6 +65,10 @@ test-kunit: kernel ## upstream's drm_sched KUnit suites under RR, FIFO and FAIR 
 	@test "$(PYCGPU_BASE)" = 7.3 || { echo "test-kunit: 6.12 has no drm_sched KUnit suite (PYCGPU_BASE=7.3)" >&2; exit 2; }
 	PYCGPU_VM_KNOWN_WARN='tests_scheduler.c:[0-9]+ at drm_sched_client_work' \
 		$(VM) "$(PYTEST_VM) tests/vm/test_kunit.py"
+
+test-nogpu: kernel ## 7.3 booted with cgroup_disable=gpu: GPU memory through dmem alone, pycgpu without the gpu controller
+	@test "$(PYCGPU_BASE)" = 7.3 || { echo "test-nogpu: 6.12 has no dmem (PYCGPU_BASE=7.3)" >&2; exit 2; }
+	PYCGPU_VM_APPEND=cgroup_disable=gpu $(VM) "$(PYTEST_VM) -m nogpu tests/vm/test_nogpu.py"
 
 test-debug: setup ## VM tier plus fuzz, stress and fault injection on the debug kernel (KASAN, kmemleak, ...)
 	PYCGPU_FLAVOUR=debug tools/kernel.sh all

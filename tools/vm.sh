@@ -15,7 +15,8 @@
 # command leaves in $PYCGPU_VM_OUT/keep/ (the repository is read-only in the
 # guest) are copied to out/vm/ in the repository. PYCGPU_VM_KNOWN_WARN, an
 # extended regex, names WARNs of code that is not the project's that do not
-# fail the run (they are counted and said).
+# fail the run (they are counted and said). PYCGPU_VM_APPEND adds words to
+# the guest's kernel command line (make test-nogpu: cgroup_disable=gpu).
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
@@ -44,6 +45,7 @@ vng_args() {
 	# 7.3: drm_sched's fair policy, which the cgroup order extends (the
 	# guest loads drm_sched, a module there, before the command runs)
 	[ "$BASE" != 7.3 ] || append+=" gpu_sched.sched_policy=2"
+	[ -z "${PYCGPU_VM_APPEND:-}" ] || append+=" $PYCGPU_VM_APPEND"
 	printf '%s\n' --append "$append"
 }
 

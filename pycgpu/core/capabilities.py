@@ -155,7 +155,7 @@ def _kernel_fix(host: Host) -> str:
                 "make kernel, see README")
     return ("boot a kernel built with the pycgpu patch series (CONFIG_CGROUP_GPU=y): take the "
             "series from kernel/drivers-gpu-cgroup/ of pycgpu's source repository (its README "
-            "tells how to apply it to Linux 6.12) and build the kernel with it")
+            "tells how to apply it to Linux 6.12 or 7.3) and build the kernel with it")
 
 
 def _check_mount(host: Host, report: Report) -> Path | None:
@@ -224,6 +224,10 @@ def _check_controller(host: Host, root: Path, report: Report) -> bool:
             f"no gpu controller in {root}/cgroup.controllers: kernel without CONFIG_CGROUP_GPU",
             _kernel_fix(host),
         )
+    if "dmem" in controllers:
+        finding = Finding(finding.id, finding.status, finding.message + (
+            "; GPU memory limits work without it, through dmem (gpu.weight and "
+            "gpu.priority need it)"), finding.fix)
     report.findings.append(finding)
     return False
 

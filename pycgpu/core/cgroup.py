@@ -315,14 +315,18 @@ class Cgroup:
 
     def create(self) -> list[Cgroup]:
         """Create this cgroup and its missing parents, enabling the gpu
-        controller, and the dmem controller where the kernel has it, in every
-        ancestor's cgroup.subtree_control. Returns the groups it created,
-        outermost first."""
+        controller (unless the kernel has dmem and no gpu controller), and
+        the dmem controller where the kernel has it, in every ancestor's
+        cgroup.subtree_control. Returns the groups it created, outermost
+        first."""
+        root = self.ancestors()[0].controllers()
+        gpu = CONTROLLER in root or DMEM not in root
         created: list[Cgroup] = []
         for cg in self.ancestors()[1:]:
             parent = cg.parent
             assert parent is not None
-            parent.enable_controller()
+            if gpu:
+                parent.enable_controller()
             if DMEM in parent.controllers():
                 parent.enable_controller(DMEM)
             if cg.mkdir():
@@ -349,7 +353,8 @@ class Cgroup:
             raise CgroupError(
                 errno.ENOENT,
                 f"the {controller} controller is not available in {self.path} "
-                f"(kernel without CONFIG_CGROUP_GPU, or not enabled in the parent)",
+                f"(kernel without CONFIG_CGROUP_{controller.upper()}, or not enabled in "
+                f"the parent)",
             )
         self.write("cgroup.subtree_control", f"+{controller}")
 

@@ -376,18 +376,27 @@ def _missing_knob(cg: Cgroup, name: str) -> Unavailable:
     return e
 
 
-def _check_controller(cg: Cgroup) -> None:
+def _check_controller(cg: Cgroup, settings: Settings) -> bool:
+    """Whether the kernel has the gpu controller; without it, only memory
+    limits on dmem can be set (a kernel without the series, or booted with
+    ``cgroup_disable=gpu``), and anything else is :class:`Unavailable`."""
     root = Cgroup(cg.mount)
     try:
-        available = CONTROLLER in root.controllers()
+        available = root.controllers()
     except CgroupError as e:
         raise Unavailable(e.errno or 0, f"{cg.mount} is not a cgroup2 tree: {e.strerror}") from None
-    if not available:
-        raise Unavailable(
-            errno.ENOENT,
-            f"no gpu controller in {cg.mount}/cgroup.controllers "
-            "(kernel without CONFIG_CGROUP_GPU)",
-        ).because(NO_CONTROLLER)
+    if CONTROLLER in available:
+        return True
+    needs_gpu = [name for name in settings.files() if not name.startswith(f"{DMEM}.")]
+    if DMEM in available and not needs_gpu:
+        return False
+    why = (f"{' and '.join(needs_gpu)} need it; GPU memory limits work through dmem"
+           if DMEM in available else "no dmem controller for GPU memory either")
+    raise Unavailable(
+        errno.ENOENT,
+        f"no gpu controller in {cg.mount}/cgroup.controllers (a kernel without "
+        f"CONFIG_CGROUP_GPU, or booted with cgroup_disable=gpu); {why}",
+    ).because(NO_CONTROLLER)
 
 
 def plan_set(cg: Cgroup, settings: Settings, raise_ancestors: bool = False) -> Plan:
@@ -401,7 +410,7 @@ def plan_set(cg: Cgroup, settings: Settings, raise_ancestors: bool = False) -> P
     if settings.is_empty():
         raise InvalidRequest("nothing to set").because(NOTHING_TO_SET)
     writes = settings.writes()
-    _check_controller(cg)
+    _check_controller(cg, settings)
     for name in settings.files():
         if not cg.has(name):
             raise _missing_knob(cg, name)
@@ -413,13 +422,15 @@ def plan_set(cg: Cgroup, settings: Settings, raise_ancestors: bool = False) -> P
 def plan_create(cg: Cgroup, settings: Settings, exist_ok: bool = False,
                 raise_ancestors: bool = False) -> Plan:
     """Validate creating @cg (and its missing parents, enabling gpu along the
-    path) with @settings (@raise_ancestors: as :func:`plan_set`)."""
+    path, and dmem where the kernel has it) with @settings (@raise_ancestors:
+    as :func:`plan_set`). On a kernel with dmem and no gpu controller, a
+    group with memory limits only is created with dmem alone."""
     if cg.is_root:
         raise InvalidRequest("the root cgroup always exists: name a child group")
     if cg.exists() and not exist_ok:
         raise InvalidRequest(f"cgroup {cg.name} already exists").because(EXISTS, group=cg.name)
     writes = settings.writes()
-    _check_controller(cg)
+    gpu = _check_controller(cg, settings)
     structure: list[tuple[str, Cgroup]] = []
     shapes: dict[Path, Shape] = {}
     parent_is_new = False
@@ -432,7 +443,7 @@ def plan_create(cg: Cgroup, settings: Settings, exist_ok: bool = False,
         parent = level.parent
         assert parent is not None
         controls = set() if parent_is_new else parent.subtree_control()
-        if CONTROLLER not in controls:
+        if gpu and CONTROLLER not in controls:
             structure.append((ENABLE, parent))
             shapes[parent.path] = Shape.of(parent)
         # the parent offers dmem: the root does, a group whose parent has (or
@@ -447,10 +458,11 @@ def plan_create(cg: Cgroup, settings: Settings, exist_ok: bool = False,
         parent_is_new = not level.exists()
         if parent_is_new:
             structure.append((MKDIR, level))
-    # an existing group that has gpu but not a knob's file: the kernel lacks it
-    # (or its parent lacks dmem, which the plan may enable)
+    # an existing group that has gpu (without gpu: the deepest existing one)
+    # but not a knob's file: the kernel lacks it (or its parent lacks dmem,
+    # which the plan may enable)
     for level in reversed(cg.ancestors()[1:]):
-        if level.exists() and level.has(WEIGHT):
+        if level.exists() and (level.has(WEIGHT) or not gpu):
             for name in settings.files():
                 if name.startswith(f"{DMEM}.") and level.path in dmem_enabled:
                     continue

@@ -39,8 +39,10 @@ from typing import Any
 
 import grpc
 
-from ..core import formats
+from ..core.cgroup import CgroupError
+from ..core.devices import Device
 from ..core.errors import Error
+from ..core.memory import Interface, detect
 from ..runtime import cdi
 from ..runtime.oci import HookCommand, atomic_write
 from . import shares as sh
@@ -74,7 +76,8 @@ class DevicePlugin:
                  plugin_dir: Path = PLUGIN_DIR, kubelet_socket: Path | None = None,
                  endpoint: str = ENDPOINT, resource_name: str = sh.RESOURCE,
                  sysfs_root: Path = Path("/sys"), check_interval: float = 1.0,
-                 cdi_spec: Path | None = None, cdi_hook: HookCommand | None = None) -> None:
+                 cdi_spec: Path | None = None, cdi_hook: HookCommand | None = None,
+                 cgroup_root: Path | None = None) -> None:
         if "/" in endpoint or not endpoint:
             raise PluginError(f"endpoint {endpoint!r}: give a file name, it is created "
                               f"in {plugin_dir}")
@@ -83,6 +86,7 @@ class DevicePlugin:
         self.kubelet_socket = kubelet_socket or plugin_dir / KUBELET_SOCKET
         self.endpoint, self.resource_name = endpoint, resource_name
         self.sysfs_root, self.check_interval = sysfs_root, check_interval
+        self.cgroup_root = cgroup_root  # dmem.capacity sizes the shares' memory
         self.cdi_spec, self.cdi_hook = cdi_spec, cdi_hook
         self._cdi_text: str | None = None  # what the spec holds now (None: unknown)
         self.api = load(DEVICE_PLUGIN)
@@ -113,7 +117,7 @@ class DevicePlugin:
         except Exception as e:  # a broken sysfs must not kill the plugin
             self._say(f"cannot list render nodes: {e}")
             return
-        inv = sh.build(devices, self.config, self.sysfs_root)
+        inv = sh.build(devices, self.config, self.sysfs_root, self._memory(devices))
         for warning in inv.warnings:
             self._say(warning)
         # the spec first: a GPU's shares are advertised once its CDI device exists
@@ -128,12 +132,23 @@ class DevicePlugin:
             self._cond.notify_all()
         new = {g.name for g in inv.gpus.values()}
         gone = sorted(old - new)
-        parts = [f"{g.name}: {g.shares} shares" + (
-                     f", {formats.format_size_human(g.memory)} of memory ({g.memory_from})"
-                     if g.memory is not None else "")
+        parts = [f"{g.name}: {g.shares} shares" + (f", {g.memory_text()}" if g.memory_text()
+                                                     else "")
                  for g in inv.gpus.values()]
         self.log("advertising " + ("; ".join(parts) if parts else "no GPUs")
                  + (f" (gone: {', '.join(gone)})" if gone else ""))
+
+    def _memory(self, devices: list[Device]) -> Interface | None:
+        """The kernel's memory regions and their capacities, when the host's
+        cgroup2 tree is given (None without it, or when it cannot be read:
+        said once)."""
+        if self.cgroup_root is None:
+            return None
+        try:
+            return detect(self.cgroup_root, devices)
+        except CgroupError as e:
+            self._say(f"cannot read the GPU memory regions: {e.strerror or e}")
+            return None
 
     def write_cdi_spec(self, inv: sh.Inventory) -> None:
         """Write the CDI spec of @inv's GPUs to :attr:`cdi_spec` if it

@@ -13,10 +13,15 @@ container's shares into what the kernel enforces, per GPU it got shares of:
   sibling cgroups that use the GPU, time divides in proportion to shares;
 - ``pycgpu.io/gpu.memory.max: renderD128=M`` with M = size x k / N rounded
   down to 4 KiB, where the GPU's memory size is known: the operator's
-  per-device size (``--device-memory renderD128=16G``), else the size the
-  driver reports in sysfs (amdgpu: ``device/mem_info_vram_total``), else the
-  operator's default size (``--device-memory 8G``); without any, no memory
-  limit.
+  per-device size (``--device-memory renderD128=16G``), else the capacity of
+  the device's region in the dmem controller (``dmem.capacity``: xe's and
+  amdgpu's VRAM; on the 7.3 series the ``system`` region of a GPU whose
+  buffers live in system memory, as large as that memory), else the size
+  the driver reports in sysfs (amdgpu: ``device/mem_info_vram_total``), else
+  the operator's default size (``--device-memory 8G``); without any, no
+  memory limit. A device with several dmem regions (xe with two tiles: its
+  ``vram0`` and ``vram1``) gets one limit per region, each sized from its
+  capacity: ``renderD128:vram0=M0,renderD128:vram1=M1``.
 
 A configuration entry that is wrong (a share count out of range, a size
 that does not parse, a device that is not there) is reported as a warning
@@ -38,6 +43,7 @@ from ..runtime import cdi
 
 if TYPE_CHECKING:
     from ..core.devices import Device
+    from ..core.memory import Interface
 
 RESOURCE = "pycgpu.io/gpu-share"
 DEFAULT_SHARES = 10
@@ -166,7 +172,10 @@ class Gpu:
     device: Device
     shares: int
     memory: int | None  # bytes, None: unknown (no memory limit)
-    memory_from: str  # "device", "sysfs", "default" or ""
+    memory_from: str  # "device", "dmem", "sysfs", "default" or ""
+    # a device with several dmem regions: (region name, capacity) each, sized
+    # one by one (memory is then their sum)
+    regions: tuple[tuple[str, int], ...] = ()
 
     @property
     def name(self) -> str:
@@ -178,10 +187,34 @@ class Gpu:
     def weight(self, k: int, per_share: int) -> int:
         return min(k * per_share, formats.WEIGHT_MAX)
 
+    def part(self, size: int, k: int) -> int:
+        """@k shares of @size bytes, rounded down to a page (one page at least)."""
+        return max(PAGE, size * k // self.shares // PAGE * PAGE)
+
     def memory_max(self, k: int) -> int | None:
-        if self.memory is None:
+        """The limit of @k shares of the device's only region (None: unknown,
+        or a device with several regions: :meth:`memory_limits`)."""
+        if self.memory is None or self.regions:
             return None
-        return max(PAGE, self.memory * k // self.shares // PAGE * PAGE)
+        return self.part(self.memory, k)
+
+    def memory_limits(self, k: int) -> list[str]:
+        """The ``DEV=SIZE`` (``DEV:REGION=SIZE``) texts of @k shares' limits."""
+        if self.regions:
+            return [f"{self.name}:{region}={formats.format_size_exact(self.part(size, k))}"
+                    for region, size in self.regions]
+        limit = self.memory_max(k)
+        return [] if limit is None else [f"{self.name}={formats.format_size_exact(limit)}"]
+
+    def memory_text(self) -> str:
+        """What the plugin's log says of the memory it divides."""
+        if self.regions:
+            sizes = ", ".join(f"{region} {formats.format_size_human(size)}"
+                              for region, size in self.regions)
+            return f"memory {sizes} ({self.memory_from})"
+        if self.memory is None:
+            return ""
+        return f"{formats.format_size_human(self.memory)} of memory ({self.memory_from})"
 
 
 def vram_size(sysfs_root: Path, dev: Device) -> int | None:
@@ -205,8 +238,9 @@ class Inventory:
     def device_ids(self) -> list[str]:
         return [i for g in self.gpus.values() for i in g.ids()]
 
-    def fingerprint(self) -> tuple[tuple[str, int, int | None], ...]:
-        return tuple((g.name, g.shares, g.memory) for g in self.gpus.values())
+    def fingerprint(self) -> tuple[tuple[str, int, int | None,
+                                         tuple[tuple[str, int], ...]], ...]:
+        return tuple((g.name, g.shares, g.memory, g.regions) for g in self.gpus.values())
 
     def gpu_of(self, device_id: str) -> Gpu:
         name, index = parse_id(device_id)
@@ -239,8 +273,22 @@ def _resolve_keys(keys: Iterable[str], devices: list[Device], what: str,
     return out
 
 
-def build(devices: list[Device], config: Config, sysfs_root: Path = Path("/sys")) -> Inventory:
-    """What to advertise for @devices (render nodes, in order)."""
+def _dmem_sizes(memory: Interface | None, dev: Device) -> tuple[tuple[str, int], ...]:
+    """@dev's regions in dmem.capacity with their sizes (its only region:
+    one entry, named "")."""
+    if memory is None:
+        return ()
+    regions = [r for r in memory.of_device(dev.devt) if r.capacity]
+    if len(regions) == 1:
+        return (("", regions[0].capacity or 0),)
+    return tuple((r.name or r.key, r.capacity or 0) for r in regions)
+
+
+def build(devices: list[Device], config: Config, sysfs_root: Path = Path("/sys"),
+          memory: Interface | None = None) -> Inventory:
+    """What to advertise for @devices (render nodes, in order); @memory,
+    the kernel's memory interface (:func:`pycgpu.core.memory.detect`),
+    gives the regions' capacities where the kernel has dmem."""
     inv = Inventory(config)
     if config.only:
         chosen = set(_resolve_keys(config.only, devices, config.names.device,
@@ -252,15 +300,27 @@ def build(devices: list[Device], config: Config, sysfs_root: Path = Path("/sys")
         config.device_memory, devices, config.names.device_memory, inv.warnings).items()}
     for dev in devices:
         n = n_of.get(dev.name, config.shares)
-        if dev.name in mem_of:
-            memory, source = mem_of[dev.name], "device"
+        sizes = _dmem_sizes(memory, dev)
+        regions: tuple[tuple[str, int], ...] = ()
+        if len(sizes) > 1:  # one limit per region: a device size cannot say which
+            if dev.name in mem_of:
+                inv.warnings.append(
+                    f"{config.names.device_memory} {dev.name}: it has several memory regions "
+                    f"({', '.join(name for name, _ in sizes)}); each is sized from "
+                    f"dmem.capacity instead")
+            regions = sizes
+            memory_size, source = sum(size for _, size in sizes), "dmem"
+        elif dev.name in mem_of:
+            memory_size, source = mem_of[dev.name], "device"
+        elif sizes:
+            memory_size, source = sizes[0][1], "dmem"
         elif (found := vram_size(sysfs_root, dev)) is not None:
-            memory, source = found, "sysfs"
+            memory_size, source = found, "sysfs"
         elif config.memory is not None:
-            memory, source = config.memory, "default"
+            memory_size, source = config.memory, "default"
         else:
-            memory, source = None, ""
-        inv.gpus[dev.name] = Gpu(dev, n, memory, source)
+            memory_size, source = None, ""
+        inv.gpus[dev.name] = Gpu(dev, n, memory_size, source, regions)
     return inv
 
 
@@ -331,11 +391,7 @@ def grant(inv: Inventory, device_ids: Iterable[str]) -> Grant:
     counts = inv.count(ids)
     weights = [f"{name}={inv.gpus[name].weight(k, inv.config.weight_per_share)}"
                for name, k in counts.items()]
-    limits = []
-    for name, k in counts.items():
-        limit = inv.gpus[name].memory_max(k)
-        if limit is not None:
-            limits.append(f"{name}={formats.format_size_exact(limit)}")
+    limits = [text for name, k in counts.items() for text in inv.gpus[name].memory_limits(k)]
     annotations = {ann.WEIGHT: ",".join(weights)}
     if limits:
         annotations[ann.MEMORY_MAX] = ",".join(limits)

@@ -149,3 +149,51 @@ def test_the_hook_sets_dmem_max_from_the_memory_annotation(dcli, tmp_path):
     result = CliRunner().invoke(main, ["oci", "hook"], input=stdin, env=env)
     assert result.exit_code != 0
     assert "several memory regions" in result.output
+
+
+# A kernel with dmem and no gpu controller: one without the series (amdgpu
+# and xe VRAM limits then work on their own), or booted with cgroup_disable=gpu.
+
+@pytest.fixture
+def ncli(tmp_path, monkeypatch, fake_sysfs) -> Cli:
+    fake = FakeKernel(tmp_path, controllers="cpu memory", memory=False,
+                      dmem=REGIONS).install(monkeypatch)
+    return Cli(fake, *fake_sysfs)
+
+
+def test_without_the_gpu_controller_memory_limits_work_through_dmem(ncli):
+    ncli("create", "a/b", "--memory-max", "renderD128:vram0=2G")
+    root = ncli.fake.root
+    for group in (root, root / "a"):
+        assert (group / "cgroup.subtree_control").read_text().split() == ["dmem"]
+    assert "drm/0000:00:02.0/vram0 2147483648" in (root / "a/b/dmem.max").read_text()
+    ncli("set", "a/b", "--memory-max", "renderD128:vram0=max", "--memory-max",
+         "renderD129=512M")
+    doc = json.loads(ncli("show", "--json", "a/b").output)
+    assert doc["cgroups"][0]["memory"]["max"] == {
+        "226:128:vram0": None, "226:128:stolen": None, "226:129": 512 << 20}
+    text = ncli("show", "a/b").output
+    assert text.splitlines()[0] == "/a/b  (gpu not enabled)"
+    assert "  memory.max           renderD128:vram0 (226:128) max" in text
+    ncli("create", "plain")  # a group for exec, dmem enabled
+    assert (root / "plain" / "dmem.max").exists()
+    out = ncli("check", code=3).output
+    assert "GPU memory limits work without it, through dmem" in out
+
+
+@pytest.mark.parametrize("args", [
+    ["create", "a", "--weight", "300"],
+    ["create", "a", "--priority", "5", "--memory-max", "renderD129=1G"],
+])
+def test_without_the_gpu_controller_the_time_knobs_are_refused(ncli, args):
+    out = ncli(*args, code=1).output
+    assert "no gpu controller" in out and "cgroup_disable=gpu" in out
+    assert "GPU memory limits work through dmem" in out
+    assert not (ncli.fake.root / "a").exists()
+    assert (ncli.fake.root / "cgroup.subtree_control").read_text().split() == []
+
+
+def test_without_gpu_or_dmem_create_says_neither(tmp_path, monkeypatch, fake_sysfs):
+    fake = FakeKernel(tmp_path, controllers="cpu memory", memory=False).install(monkeypatch)
+    out = Cli(fake, *fake_sysfs)("create", "a", code=1).output
+    assert "no gpu controller" in out and "no dmem controller" in out

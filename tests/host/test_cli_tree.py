@@ -132,7 +132,9 @@ def test_create_without_controller(cli):
     before = cli.fake.snapshot()
     r = cli("create", "a", "--weight", "5", code=1)
     assert r.output.strip() == (f"Error: no gpu controller in {cli.fake.root}/cgroup.controllers "
-                                "(kernel without CONFIG_CGROUP_GPU; fix: see pycgpu check)")
+                                "(a kernel without CONFIG_CGROUP_GPU, or booted with "
+                                "cgroup_disable=gpu); no dmem controller for GPU memory either "
+                                "(fix: see pycgpu check)")
     assert not (cli.fake.root / "a").exists()
     assert cli.fake.snapshot() == before and cli.fake.log == []
 

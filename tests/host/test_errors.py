@@ -109,8 +109,9 @@ def test_a_group_without_gpu_and_a_host_without_the_controller(tmp_path, monkeyp
     (fake.root / "cgroup.controllers").write_text("cpu memory\n")
     e = _raised(lambda: knobs.plan_set(Cgroup(fake.root, "plain"), Settings(weight=5)))
     assert e.reason == knobs.NO_CONTROLLER
-    assert e.strerror == (f"no gpu controller in {fake.root}/cgroup.controllers (kernel "
-                          "without CONFIG_CGROUP_GPU)")
+    assert e.strerror == (f"no gpu controller in {fake.root}/cgroup.controllers (a kernel "
+                          "without CONFIG_CGROUP_GPU, or booted with cgroup_disable=gpu); no "
+                          "dmem controller for GPU memory either")
 
 
 def test_a_capped_priority_is_a_notice_with_its_reason(tree):

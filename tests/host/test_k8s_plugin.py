@@ -192,6 +192,78 @@ def test_sysfs_memory_size_is_used(tmp_path, fake_sysfs):
     assert sh.grant(inv, ["renderD128-s0"]).annotations[ann.MEMORY_MAX] == "renderD128=4G"
 
 
+def test_dmem_capacity_sizes_the_shares(fake_sysfs):
+    """A kernel with dmem: a device's region sizes its shares (before sysfs
+    and the default); a device with several regions gets a limit per region,
+    which the hook resolves; a device size given for it is said to be unused."""
+    from pycgpu.core.devices import discover
+    from pycgpu.core.memory import DMEM, Interface, Region
+
+    sysfs, dev = fake_sysfs
+    (sysfs / "class" / "drm" / "renderD129" / "device" / sh.VRAM_FILE).write_text(f"{GIB}\n")
+    r128, r129 = DevT(226, 128), DevT(226, 129)
+    memory = Interface(DMEM, (
+        Region("226:128:vram0", "drm/0000:00:02.0/vram0", r128, "vram0", 8 * GIB, DMEM),
+        Region("226:128:vram1", "drm/0000:00:02.0/vram1", r128, "vram1", 4 * GIB, DMEM),
+        Region("226:129", "drm/vgem/system", r129, "system", 16 * GIB, DMEM)))
+    devices = discover(sysfs, dev)
+    config, _ = sh.parse_config(["4"], 100, ["renderD128=2G", "1G"])
+    inv = sh.build(devices, config, sysfs, memory)
+    g128, g129 = inv.gpus["renderD128"], inv.gpus["renderD129"]
+    assert (g129.memory, g129.memory_from, g129.regions) == (16 * GIB, "dmem", ())
+    assert g128.regions == (("vram0", 8 * GIB), ("vram1", 4 * GIB))
+    assert (g128.memory, g128.memory_from, g128.memory_max(1)) == (12 * GIB, "dmem", None)
+    assert inv.warnings == ["device memory renderD128: it has several memory regions (vram0, "
+                            "vram1); each is sized from dmem.capacity instead"]
+    annotations = sh.grant(inv, ["renderD128-s0", "renderD128-s1", "renderD129-s3"]).annotations
+    assert annotations[ann.MEMORY_MAX] == ("renderD128:vram0=4G,renderD128:vram1=2G,"
+                                           "renderD129=4G")
+    request = ann.parse(annotations, resolver(devices), memory=lambda: memory)
+    assert {r.key: v for r, v in request.settings.memory_max.items()} == {
+        "226:128:vram0": 4 * GIB, "226:128:vram1": 2 * GIB, "226:129": 4 * GIB}
+    assert g128.memory_text() == "memory vram0 8G, vram1 4G (dmem)"
+    # a kernel without the region: as before
+    inv = sh.build(devices, config, sysfs, Interface(DMEM, ()))
+    assert inv.gpus["renderD128"].memory_from == "device"
+    assert inv.gpus["renderD129"].memory_from == "sysfs"
+
+
+def test_the_plugin_reads_dmem_capacity_of_its_cgroup_root(tmp_path, monkeypatch, fake_sysfs,
+                                                          sockdir):
+    from conftest import FakeKernel
+
+    from pycgpu.core.devices import discover
+
+    fake = FakeKernel(tmp_path, memory=False, dmem={"drm/vgem/system": 16 * GIB})
+    fake.install(monkeypatch)
+    logs: list[str] = []
+    config, _ = sh.parse_config(["4"], 100, [])
+    plugin = DevicePlugin(config, StaticSource(discover(*fake_sysfs)), log=logs.append,
+                          plugin_dir=sockdir, sysfs_root=fake_sysfs[0], cgroup_root=fake.root)
+    plugin.refresh()
+    assert plugin.inventory()[0].gpus["renderD129"].memory_max(1) == 4 * GIB
+    assert "renderD129: 4 shares, 16G of memory (dmem)" in logs[-1]
+
+
+def test_cli_inventory_on_a_dmem_kernel(tmp_path, monkeypatch, fake_sysfs):
+    from conftest import Cli, FakeKernel
+
+    fake = FakeKernel(tmp_path, memory=False, dmem={
+        "drm/0000:00:02.0/vram0": 8 * GIB, "drm/0000:00:02.0/vram1": 4 * GIB,
+        "drm/vgem/system": 16 * GIB}).install(monkeypatch)
+    cli = Cli(fake, *fake_sysfs)
+    doc = json.loads(cli("k8s", "inventory", "--shares", "4", "--json").stdout)
+    by = {g["device"]: g for g in doc["gpus"]}
+    assert by["renderD128"]["memory_regions"] == [
+        {"region": "vram0", "bytes": 8 * GIB, "per_share_bytes": 2 * GIB},
+        {"region": "vram1", "bytes": 4 * GIB, "per_share_bytes": GIB}]
+    assert (by["renderD129"]["memory_per_share_bytes"], by["renderD129"]["memory_from"],
+            by["renderD129"]["memory_regions"]) == (4 * GIB, "dmem", [])
+    text = cli("k8s", "inventory", "--shares", "4").stdout
+    assert "vram0 2G of 8G, vram1 1G of 4G (dmem)" in text
+    assert "4G of 16G (dmem)" in text
+
+
 def test_allocate_refuses_unknown_ids(start, kubelet):
     r = start([gpu(128)], shares=("2",))
     kubelet.wait_registered()

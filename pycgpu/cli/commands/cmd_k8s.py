@@ -28,6 +28,14 @@ class InventoryRow(TypedDict):
     memory_bytes: int | None
     memory_from: str | None
     memory_per_share_bytes: int | None
+    # a device with several dmem regions: each region's size and share
+    memory_regions: list[RegionRow]
+
+
+class RegionRow(TypedDict):
+    region: str
+    bytes: int
+    per_share_bytes: int
 
 
 SHARES_EPILOG = """
@@ -36,8 +44,10 @@ What a container with k shares of a GPU split in N gets (Allocate):
   cdi_devices   pycgpu.io/gpu=renderD128   (node, allow rule, createRuntime hook)
   annotations   pycgpu.io/gpu.weight: renderD128=W      W = k x weight-per-share
                 pycgpu.io/gpu.memory.max: renderD128=M  M = memory size x k / N
-The memory size: --device-memory DEV=SIZE, else what the driver reports in sysfs
-(amdgpu), else --device-memory SIZE; without any, no memory limit.
+The memory size: --device-memory DEV=SIZE, else the region's size in
+dmem.capacity (a kernel with dmem), else what the driver reports in sysfs
+(amdgpu), else --device-memory SIZE; without any, no memory limit. A GPU with
+several dmem regions gets one limit per region: renderD128:vram0=M0,...
 """
 
 
@@ -105,7 +115,11 @@ def inventory(state: State, shares: tuple[str, ...], weight_per_share: int,
     from ...k8s import shares as sh
 
     config, warnings = make_config(shares, weight_per_share, memory, only)
-    inv = sh.build(state.devices(), config, state.sysfs_root)
+    try:
+        regions = state.memory()
+    except click.ClickException:  # no cgroup2 tree: sizes from sysfs and the options
+        regions = None
+    inv = sh.build(state.devices(), config, state.sysfs_root, regions)
     warnings += inv.warnings
     for w in warnings:
         click.echo(f"pycgpu k8s: {w}", err=True)
@@ -114,7 +128,9 @@ def inventory(state: State, shares: tuple[str, ...], weight_per_share: int,
          "ids": [g.ids()[0], g.ids()[-1]] if g.shares > 1 else g.ids(),
          "weight_per_share": g.weight(1, config.weight_per_share),
          "memory_bytes": g.memory, "memory_from": g.memory_from or None,
-         "memory_per_share_bytes": g.memory_max(1)} for g in inv.gpus.values()]
+         "memory_per_share_bytes": g.memory_max(1),
+         "memory_regions": [{"region": name, "bytes": size, "per_share_bytes": g.part(size, 1)}
+                            for name, size in g.regions]} for g in inv.gpus.values()]
     if as_json:
         click.echo(json.dumps({"resource": sh.RESOURCE, "gpus": rows,
                                "warnings": warnings}, indent=2))
@@ -127,8 +143,15 @@ def inventory(state: State, shares: tuple[str, ...], weight_per_share: int,
     cells = []
     for r in rows:
         per = r["memory_per_share_bytes"]
-        mem = (f"{formats.format_size_human(per)} of {formats.format_size_human(r['memory_bytes'])}"
-               f" ({r['memory_from']})" if per is not None else "no limit")
+        if r["memory_regions"]:
+            mem = ", ".join(f"{x['region']} {formats.format_size_human(x['per_share_bytes'])} of "
+                            f"{formats.format_size_human(x['bytes'])}"
+                            for x in r["memory_regions"]) + f" ({r['memory_from']})"
+        elif per is not None:
+            mem = (f"{formats.format_size_human(per)} of "
+                   f"{formats.format_size_human(r['memory_bytes'] or 0)} ({r['memory_from']})")
+        else:
+            mem = "no limit"
         cells.append([r["device"], str(r["shares"]), " .. ".join(r["ids"]),
                       str(r["weight_per_share"]), mem])
     echo(table(["DEVICE", "SHARES", "IDS", "WEIGHT/SHARE", "MEMORY/SHARE"], cells,
@@ -227,12 +250,17 @@ def device_plugin(state: State, shares: tuple[str, ...], weight_per_share: int,
             source = UdevSource(log, interval=max(poll_interval, 30.0))
         else:
             source = PollSource(state.sysfs_root, state.dev_root, poll_interval)
+        try:  # the regions' sizes in dmem.capacity, on the host's tree (--cgroup-root)
+            cgroup_root: Path | None = state.mount
+        except click.ClickException:
+            cgroup_root = None
         try:
             plugin = DevicePlugin(config, source, log=log, plugin_dir=plugin_dir,
                                   kubelet_socket=kubelet_socket, endpoint=endpoint,
                                   resource_name=resource_name, sysfs_root=state.sysfs_root,
                                   check_interval=check_interval, cdi_spec=cdi_spec,
-                                  cdi_hook=hook_command(cdi_hook_path) if cdi_spec else None)
+                                  cdi_hook=hook_command(cdi_hook_path) if cdi_spec else None,
+                                  cgroup_root=cgroup_root)
         except (PluginError, ApiUnavailable) as e:
             raise Refused(str(e)) from None
         log(f"serving {plugin.socket}")

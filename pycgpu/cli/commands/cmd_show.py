@@ -41,9 +41,13 @@ def render(item: dict[str, Any], names: Mapping[DevT, str] | None = None) -> lis
     totals = item["path"] == "/" and ("stat" in item or "memory" in item)
     if not item["gpu_enabled"] and not totals:
         note = "root: no gpu.* files" if item["path"] == "/" else "gpu not enabled"
-        return [f"{item['path']}  ({note})"]
-    # the root has the devices' totals only (gpu.stat, gpu.memory.current)
-    lines = [f"{item['path']}  (device totals)" if totals else item["path"]]
+        if "memory" not in item:
+            return [f"{item['path']}  ({note})"]
+        # dmem without gpu (a kernel without the gpu controller): the memory only
+        lines = [f"{item['path']}  ({note})"]
+    else:
+        # the root has the devices' totals only (gpu.stat, the memory in use)
+        lines = [f"{item['path']}  (device totals)" if totals else item["path"]]
 
     def add(label: str, text: str) -> None:
         lines.append(f"  {label:<21}{text}")
