@@ -70,6 +70,7 @@ class Host:
     kfd: Path = Path("/dev/kfd")
     sysfs_root: Path = Path("/sys")  # for the render nodes dmem's regions belong to
     dev_root: Path = Path("/dev")
+    cmdline: Path = Path("/proc/cmdline")
 
     @property
     def systemd_booted(self) -> bool:
@@ -193,6 +194,16 @@ def _check_mount(host: Host, report: Report) -> Path | None:
     return Path(v2[0])
 
 
+def _disabling_word(host: Host) -> str | None:
+    """The ``cgroup_disable=...`` word of the kernel command line that names
+    gpu (a comma-separated list), if any."""
+    for word in (_read(host.cmdline) or "").split():
+        name, sep, value = word.partition("=")
+        if sep and name == "cgroup_disable" and "gpu" in value.split(","):
+            return word
+    return None
+
+
 def _proc_cgroups_entry(path: Path) -> tuple[int, int] | None:
     """(hierarchy, enabled) of gpu in /proc/cgroups, None if not listed."""
     for line in (_read(path) or "").splitlines():
@@ -208,10 +219,14 @@ def _check_controller(host: Host, root: Path, report: Report) -> bool:
         report.findings.append(Finding("gpu", OK, f"gpu controller available in {root}"))
         return True
     entry = _proc_cgroups_entry(host.proc_cgroups)
-    if entry is not None and entry[1] == 0:
+    word = _disabling_word(host)
+    # 7.3 lists in /proc/cgroups only the controllers with v1 support: the
+    # command line says it there
+    if (entry is not None and entry[1] == 0) or word is not None:
         finding = Finding(
             "gpu", PROBLEM, "the gpu controller is disabled on the kernel command line",
-            _remove_from_cmdline(host, "cgroup_disable=gpu"),
+            _remove_from_cmdline(host, "cgroup_disable=gpu" if word in (None, "cgroup_disable=gpu")
+                                 else f"gpu (only) of {word}"),
         )
     elif entry is not None and entry[0] != 0:
         finding = Finding(

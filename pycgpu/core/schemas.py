@@ -141,6 +141,17 @@ STAT_V1 = "pycgpu.stat/v1"
 _PCT = {"type": ["number", "null"], "minimum": 0}
 _NONNEG = {"type": "integer", "minimum": 0}
 
+# a group's memory on a device (the device's only region), or in one region
+_MEMORY: dict[str, Any] = {
+    "type": "object",
+    "properties": {"current": _NONNEG,
+                   "max": {"type": ["integer", "null"]},
+                   "peak": _NONNEG,
+                   "limit_hits": _NONNEG},
+}
+# a device with several dmem regions: region name -> its memory (added in v1)
+_MEMORY_REGIONS: dict[str, Any] = {"type": "object", "additionalProperties": _MEMORY}
+
 STAT_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "$id": STAT_V1,
@@ -158,7 +169,10 @@ STAT_SCHEMA: dict[str, Any] = {
                 "node": _STR_OR_NULL,
                 # the device's totals from the root cgroup's files (kernel source, added in v1)
                 "total": {"type": "object", "properties": {
-                    "usage_usec": _NONNEG, "wait_usec": _NONNEG, "memory_current": _NONNEG}},
+                    "usage_usec": _NONNEG, "wait_usec": _NONNEG, "memory_current": _NONNEG,
+                    "memory_regions": _MEMORY_REGIONS}},
+                # on dmem: the size of each of the device's regions (added in v1)
+                "memory_capacity": {"type": "object", "additionalProperties": _NONNEG},
             }}),
         "groups": {
             "type": "array",
@@ -207,13 +221,8 @@ STAT_SCHEMA: dict[str, Any] = {
                                                    "percent": _PCT},
                                 },
                             },
-                            "memory": {
-                                "type": "object",
-                                "properties": {"current": _NONNEG,
-                                               "max": {"type": ["integer", "null"]},
-                                               "peak": _NONNEG,
-                                               "limit_hits": _NONNEG},
-                            },
+                            "memory": _MEMORY,
+                            "memory_regions": _MEMORY_REGIONS,
                             "regions": {
                                 "type": "object",
                                 "additionalProperties": {"type": "object",

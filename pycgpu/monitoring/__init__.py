@@ -56,6 +56,9 @@ class DeviceUsage:
     memory: dict[str, int | None] = field(default_factory=dict)
     # fdinfo: region -> {total, shared, resident, purgeable, active} bytes
     regions: dict[str, dict[str, int]] = field(default_factory=dict)
+    # kernel, a device with several dmem regions (xe's vram0, vram1): region ->
+    # the keys of @memory; @memory then has the sums of current and limit_hits
+    memory_regions: dict[str, dict[str, int | None]] = field(default_factory=dict)
     weight: int | None = None  # kernel: gpu.weight for this device
     clients: int | None = None  # fdinfo: distinct DRM clients
     driver: str | None = None  # fdinfo: drm-driver
@@ -90,6 +93,8 @@ class Sample:
     # (all GPU time, the root's and the kernel's work included, and every charged byte);
     # empty where the kernel has no such files on the root
     totals: dict[DevT, DeviceUsage] = field(default_factory=dict)
+    # kernel, on dmem: each device's regions and their sizes (dmem.capacity)
+    capacity: dict[DevT, dict[str, int]] = field(default_factory=dict)
 
     def error(self, message: str, cgroup: str = "") -> None:
         """Record what could not be read; the sample goes on with the rest."""

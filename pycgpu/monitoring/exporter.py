@@ -104,7 +104,29 @@ DEVICE_FAMILIES: dict[str, Family] = {
         "gauge", "fdinfo", (*LABELS, "region"),
         f"DRM client memory of the group per memory region (drm-{kind}-<region>).")
        for kind in REGION_KINDS},
+    # a device with several dmem regions (its pycgpu_gpu_memory_bytes is their sum)
+    "pycgpu_gpu_memory_region_charged_bytes": _fam(
+        "gauge", "kernel", (*LABELS, "region"),
+        "GPU memory charged to the group in one region of a device with several "
+        "(dmem.current)."),
+    "pycgpu_gpu_memory_region_max_bytes": _fam(
+        "gauge", "kernel", (*LABELS, "region"),
+        "The group's dmem.max of one region of a device with several; absent when it is max."),
+    "pycgpu_gpu_memory_region_peak_bytes": _fam(
+        "gauge", "kernel", (*LABELS, "region"),
+        "High-water mark of the group's charge in one region of a device with several "
+        "(dmem.peak)."),
+    "pycgpu_gpu_memory_region_limit_hits_total": _fam(
+        "counter", "kernel", (*LABELS, "region"),
+        "Allocations refused in one region of a device with several because the group or a "
+        "descendant hit its dmem.max there (dmem.events max)."),
 }
+
+# DeviceUsage.memory_regions' keys and their families
+_REGION_MEMORY = (("current", "pycgpu_gpu_memory_region_charged_bytes"),
+                  ("max", "pycgpu_gpu_memory_region_max_bytes"),
+                  ("peak", "pycgpu_gpu_memory_region_peak_bytes"),
+                  ("limit_hits", "pycgpu_gpu_memory_region_limit_hits_total"))
 
 # per group that used a device
 GROUP_FAMILIES: dict[str, Family] = {
@@ -137,7 +159,11 @@ DEVICE_LEVEL_FAMILIES: dict[str, Family] = {
     "pycgpu_gpu_device_memory_used_bytes": _fam(
         "gauge", "kernel", ("device",),
         "GPU buffer memory charged on the device in all (the root cgroup's "
-        "gpu.memory.current)."),
+        "gpu.memory.current, or dmem.current over the device's regions)."),
+    "pycgpu_gpu_device_memory_capacity_bytes": _fam(
+        "gauge", "kernel", ("device", "region"),
+        "The size of each of the device's memory regions (the root cgroup's dmem.capacity; "
+        "a kernel with dmem)."),
     "pycgpu_gpu_engine_capacity": _fam(
         "gauge", "fdinfo", ("device", "engine"),
         "Engines of the class (drm-engine-capacity-<engine>, default 1)."),
@@ -391,6 +417,11 @@ class Exporter:
                     if kind in REGION_KINDS:
                         add(f"pycgpu_gpu_memory_region_{kind}_bytes",
                             f'{labels},region="{escape(region)}"', n)
+            for region, m in du.memory_regions.items():
+                rlabels = f'{labels},region="{escape(region)}"'
+                for key, family in _REGION_MEMORY:
+                    if (v := m.get(key)) is not None:
+                        add(family, rlabels, v)
             if r.path in seen:
                 continue
             seen.add(r.path)
@@ -422,6 +453,10 @@ class Exporter:
                 out.add("pycgpu_gpu_device_wait_seconds_total", labels, du.wait_ns / 1e9)
             if du.memory.get("current") is not None:
                 out.add("pycgpu_gpu_device_memory_used_bytes", labels, du.memory["current"] or 0)
+        for devt, sizes in sorted(sample.capacity.items()):
+            for region, size in sizes.items():
+                out.add("pycgpu_gpu_device_memory_capacity_bytes", _labels(
+                    ("device", "region"), (self.device_label(devt), region)), size)
         capacity: dict[tuple[DevT, str], int] = {}
         for group in sample.groups.values():
             for devt, du in group.devices.items():

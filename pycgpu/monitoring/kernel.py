@@ -27,9 +27,11 @@ of containers:
 On a kernel whose GPU memory is dmem's (:mod:`pycgpu.core.memory`), the
 memory files read are ``dmem.{current,max,peak,events}`` instead, each line
 of a device's only region rekeyed by the device's ``MAJ:MIN``, so that the
-rest reads them as gpu.memory.*'s; the regions of a device with several
-(xe's ``vram0`` and ``vram1`` on a card with two tiles) are not reported
-here yet.
+rest reads them as gpu.memory.*'s. The regions of a device with several
+(xe's ``vram0`` and ``vram1`` on a card with two tiles) go to
+:attr:`DeviceUsage.memory_regions`, by region name, and the device's
+``current`` and ``limit_hits`` are their sums (a limit or a peak is a
+region's own). :attr:`Sample.capacity` has every region's size.
 
 ``gpu.stat`` counters are hierarchical: an inner group's usage includes its
 children's. :attr:`GroupUsage.leaf` tells the groups apart. The root cgroup
@@ -134,6 +136,47 @@ def _rekeyed(text: str | None, rekey: dict[str, str]) -> str | None:
         if key is not None and sep:
             out.append(f"{key} {rest}\n")
     return "".join(out)
+
+
+# a device with several regions: dmem's name of a region -> (device, region name)
+_Regions: TypeAlias = dict[str, tuple[formats.DevT, str]]
+_REGION_KEYS = ("current", "max", "peak", "limit_hits")
+
+
+def _region_lines(text: str | None, regions: _Regions) -> str | None:
+    """The lines of @text (a dmem file) of @regions' regions."""
+    if not text or not regions:
+        return None
+    return "".join(line + "\n" for line in text.splitlines()
+                   if line.partition(" ")[0] in regions) or None
+
+
+def _add_regions(devices: dict[formats.DevT, DeviceUsage], texts: tuple[str | None, ...],
+                 regions: _Regions) -> None:
+    """The regions' lines of dmem.{current,max,peak,events} (@texts, in
+    that order) into the devices' memory_regions, with the device's sums;
+    FormatError for a line that does not parse."""
+    found: dict[formats.DevT, dict[str, dict[str, int | None]]] = {}
+    for what, text in zip(_REGION_KEYS, texts, strict=False):
+        if not text:
+            continue
+        values: dict[str, int | None]
+        if what == "limit_hits":
+            values = {k: v.get("max", 0)
+                      for k, v in formats.parse_region_nested_keyed(text).items()}
+        else:
+            values = formats.parse_region_keyed(text)
+        for key, v in values.items():
+            dev, name = regions[key]
+            found.setdefault(dev, {}).setdefault(name, {})[what] = (
+                v if what == "max" else v or 0)
+    for dev in sorted(found):
+        du = devices.setdefault(dev, DeviceUsage())
+        du.memory_regions = dict(sorted(found[dev].items()))
+        for what in ("current", "limit_hits"):
+            counts = [m[what] or 0 for m in du.memory_regions.values() if what in m]
+            if counts:
+                du.memory[what] = sum(counts)
 
 
 @dataclass
@@ -308,12 +351,19 @@ class KernelSource(Source):
     def _use(self, regions: Interface | None) -> None:
         self._names = FILES
         self._rekey: dict[str, str] | None = None
+        self._regions: _Regions = {}
+        self._sizes: dict[formats.DevT, dict[str, int]] = {}
         if regions is not None and regions.kind == DMEM:
             self._names = (FILES[0], *(regions.file(w) for w in _DMEM_READ), *FILES[5:])
             self._rekey = {r.kernel_key: r.key for r in regions.regions
                            if r.dev is not None and r.key == str(r.dev)}
+            self._regions = {r.kernel_key: (r.dev, r.name) for r in regions.regions
+                             if r.dev is not None and r.name and r.key != str(r.dev)}
             self._capacity = "".join(f"{r.kernel_key} {r.capacity}\n" for r in regions.regions
                                      if r.capacity is not None)
+            for r in regions.regions:
+                if r.dev is not None and r.name and r.capacity is not None:
+                    self._sizes.setdefault(r.dev, {})[r.name] = r.capacity
 
     def _regions_changed(self, dfd: int) -> None:
         """Detects the regions again when dmem.capacity lists others than before."""
@@ -325,11 +375,28 @@ class KernelSource(Source):
             self._use(self._redetect())
             self._parsed.clear()
 
-    def _texts(self, stat: str, dfd: int, names: tuple[str, ...]) -> tuple[str | None, ...]:
+    def _texts(self, stat: str, dfd: int, names: tuple[str, ...]
+               ) -> tuple[tuple[str | None, ...], tuple[str | None, ...]]:
+        """The files' texts (dmem's: the lines of devices with one region,
+        rekeyed), and the lines of the regions of devices with several."""
         texts = (stat, *model.read_texts(dfd, names).values())
         if self._rekey is None:
-            return texts
-        return (texts[0], *(_rekeyed(t, self._rekey) for t in texts[1:5]), *texts[5:])
+            return texts, ()
+        memory = texts[1:5]
+        return ((texts[0], *(_rekeyed(t, self._rekey) for t in memory), *texts[5:]),
+                tuple(_region_lines(t, self._regions) for t in memory))
+
+    def _parse(self, texts: tuple[str | None, ...], regions: tuple[str | None, ...],
+               cache: _SettingsCache | None = None) -> _Parsed:
+        """The parse of a group's (the root's) texts, the regions' lines included."""
+        parsed = _parse(texts, cache, self._names)
+        if any(regions):
+            try:
+                _add_regions(parsed.devices, regions, self._regions)
+            except formats.FormatError as e:
+                if parsed.error is None:
+                    parsed.error = f"{self._names[1]} (a region): {e}"
+        return parsed
 
     def _read(self, sample: Sample) -> None:
         root = str(self.mount)
@@ -380,19 +447,20 @@ class KernelSource(Source):
             raise SourceError(e.errno or 0, f"cannot open {root}: {e.strerror}") from None
         try:
             self._regions_changed(dfd)
+            sample.capacity = self._sizes
             stat = _read(FILES[0], dfd)
             # a mount of a non-root cgroup (a cgroup namespace) has knobs at its
             # top: its counters are its own, not the device's totals
             if stat is None or _read("gpu.weight", dfd) is not None:
                 return
-            texts = (*self._texts(stat, dfd, self._names[1:2]),
-                     None, None, None, None, None, None)
+            texts, regions = self._texts(stat, dfd, self._names[1:2])
         except OSError as e:
             sample.error(f"{root}: {e.strerror or e}")
             return
         finally:
             os.close(dfd)
-        parsed = _parse(texts, names=self._names)
+        texts = (*texts, None, None, None, None, None, None)
+        parsed = self._parse(texts, regions)
         if parsed.error is not None:
             sample.error(f"{root}/{parsed.error}")
         sample.totals = parsed.devices
@@ -401,10 +469,11 @@ class KernelSource(Source):
         stat = _read(FILES[0], dfd)
         if stat is None:
             return None
-        texts = self._texts(stat, dfd, self._names[1:])
-        parsed = self._parsed.get(texts)
+        texts, regions = self._texts(stat, dfd, self._names[1:])
+        key = (*texts, *regions)
+        parsed = self._parsed.get(key)
         if parsed is None:
-            parsed = self._parsed[texts] = _parse(texts, self._settings, self._names)
+            parsed = self._parsed[key] = self._parse(texts, regions, self._settings)
         if parsed.error is not None:
             sample.error(f"{path}/{parsed.error}", rel)
         return GroupUsage(rel, priority=parsed.priority,

@@ -214,6 +214,8 @@ def _device_json(du: DeviceUsage, r: Rates | None, with_rates: bool) -> dict[str
             d["engines"][name] = item
     if du.memory:
         d["memory"] = dict(du.memory)
+    if du.memory_regions:
+        d["memory_regions"] = {k: dict(v) for k, v in du.memory_regions.items()}
     if du.regions:
         d["regions"] = {k: dict(v) for k, v in du.regions.items()}
     if du.weight is not None:
@@ -234,6 +236,8 @@ def _total_json(du: DeviceUsage) -> dict[str, Any]:
         out["wait_usec"] = du.wait_ns // 1000
     if du.memory.get("current") is not None:
         out["memory_current"] = du.memory["current"]
+    if du.memory_regions:
+        out["memory_regions"] = {k: dict(v) for k, v in du.memory_regions.items()}
     return out
 
 
@@ -261,7 +265,8 @@ def stat_document(monitor: Monitor, cgroup_root: str | None, interval_s: float,
             str(devt): _device_json(du, monitor.rates.get((group.path, devt)), with_rates)
             for devt, du in group.devices.items() if devt in used}
         groups.append(item)
-    seen = sorted({d for g in monitor.groups() for d in g.devices} | set(sample.totals))
+    seen = sorted({d for g in monitor.groups() for d in g.devices} | set(sample.totals)
+                  | set(sample.capacity))
     names = device_names or {}
     devices: dict[str, dict[str, Any]] = {}
     for d in seen:
@@ -269,6 +274,8 @@ def stat_document(monitor: Monitor, cgroup_root: str | None, interval_s: float,
         total = sample.totals.get(d)
         if total is not None:
             devices[str(d)]["total"] = _total_json(total)
+        if d in sample.capacity:
+            devices[str(d)]["memory_capacity"] = dict(sample.capacity[d])
     return {
         "schema": SCHEMA,
         "source": sample.source,
@@ -296,6 +303,16 @@ def engine_names(rows: list[Row]) -> list[str]:
             if n not in names:
                 names.append(n)
     return names
+
+
+def _max_text(du: DeviceUsage) -> str:
+    """The MAX cell: the device's limit, or the limits of a device with
+    several regions, by region (vram0=2G,vram1=1G); "-" for none."""
+    if du.memory_regions:
+        return ",".join(f"{name}={format_size_human(m['max'])}"
+                        for name, m in du.memory_regions.items()
+                        if m.get("max") is not None) or "-"
+    return format_size_human(du.memory["max"]) if "max" in du.memory else "-"
 
 
 def columns(rows: list[Row], device_names: dict[DevT, str] | None = None,
@@ -333,7 +350,7 @@ def columns(rows: list[Row], device_names: dict[DevT, str] | None = None,
             cur = mem.get("current")
             line += ["-" if cur is None else format_size_human(cur)]
         if kernel:
-            line += [format_size_human(mem["max"]) if "max" in mem else "-",
+            line += [_max_text(r.usage),
                      str(mem.get("limit_hits", "-")),
                      str(r.usage.weight) if r.usage.weight is not None else "-",
                      str(r.group.priority_effective)

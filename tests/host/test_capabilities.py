@@ -43,7 +43,7 @@ def host(tmp_path):
                 grub_default=tmp_path / "etc/default/grub",
                 checkout_series=tmp_path / "src/kernel/drivers-gpu-cgroup",
                 kfd=tmp_path / "dev/kfd", sysfs_root=tmp_path / "sys-none",
-                dev_root=tmp_path / "dev-none")
+                dev_root=tmp_path / "dev-none", cmdline=proc / "cmdline")
 
 
 def booted_by_systemd(host: Host) -> Host:
@@ -189,6 +189,23 @@ def test_controller_disabled_on_cmdline(host, grub):
     else:
         assert f.fix == ("remove cgroup_disable=gpu from the kernel command line of your boot "
                          "loader and reboot")
+
+
+def test_controller_disabled_on_cmdline_of_a_kernel_that_does_not_list_it(host):
+    """7.3 lists in /proc/cgroups only the controllers with v1 support: the
+    command line says that gpu is disabled, among others, and memory works
+    through dmem."""
+    root = host.mountinfo.parent.parent / "cgroup"
+    (root / "cgroup.controllers").write_text("cpu memory dmem\n")
+    host.proc_cgroups.write_text(PROC_CGROUPS)
+    host.cmdline.write_text("root=/dev/vda quiet cgroup_disable=pressure,gpu\n")
+    f = by_id(check(host))["gpu"]
+    assert "disabled on the kernel command line" in f.message
+    assert "GPU memory limits work without it, through dmem" in f.message
+    assert f.fix == ("remove gpu (only) of cgroup_disable=pressure,gpu from the kernel command "
+                     "line of your boot loader and reboot")
+    host.cmdline.write_text("root=/dev/vda cgroup_disable=gpus\n")
+    assert "kernel without CONFIG_CGROUP_GPU" in by_id(check(host))["gpu"].message
 
 
 def test_path_not_enabled_fix_is_exact(host):

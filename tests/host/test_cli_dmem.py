@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
 import pytest
 from conftest import Cli, FakeKernel
+
+from pycgpu.core.schemas import STAT_SCHEMA
 
 # renderD128 is the i915 PCI GPU at 0000:00:02.0 (fake_sysfs), here with two
 # regions (a driver's VRAM and stolen memory); renderD129 is vgem, with the DRM
@@ -197,3 +200,32 @@ def test_without_gpu_or_dmem_create_says_neither(tmp_path, monkeypatch, fake_sys
     fake = FakeKernel(tmp_path, controllers="cpu memory", memory=False).install(monkeypatch)
     out = Cli(fake, *fake_sysfs)("create", "a", code=1).output
     assert "no gpu controller" in out and "no dmem controller" in out
+
+
+def test_stat_reports_every_region_with_its_capacity(dcli):
+    """A device with several regions: its memory is their sum, each region
+    is reported with its limit, and every region's size is in the document."""
+    dcli("create", "a", "--memory-max", "renderD128:vram0=2G")
+    a = dcli.fake.root / "a"
+    (a / "gpu.stat").write_text("226:128 usage_usec=10 wait_usec=0\n")
+    (a / "dmem.current").write_text("drm/0000:00:02.0/vram0 4096\n"
+                                    "drm/0000:00:02.0/stolen 8192\ndrm/vgem/system 0\n")
+    (dcli.fake.root / "gpu.stat").write_text("226:128 usage_usec=10 wait_usec=0\n")
+    (dcli.fake.root / "dmem.current").write_text("drm/0000:00:02.0/vram0 4096\n"
+                                                 "drm/0000:00:02.0/stolen 8192\n"
+                                                 "drm/vgem/system 0\n")
+    doc = json.loads(dcli("stat", "--json", "--source", "kernel").output)
+    jsonschema.validate(doc, STAT_SCHEMA)
+    (group,) = [g for g in doc["groups"] if g["path"] == "/a"]
+    dev = group["devices"]["226:128"]
+    assert dev["memory"] == {"current": 12288, "limit_hits": 0}
+    assert dev["memory_regions"]["vram0"] == {"current": 4096, "max": 2 << 30, "peak": 0,
+                                              "limit_hits": 0}
+    assert dev["memory_regions"]["stolen"]["max"] is None
+    assert doc["devices"]["226:128"]["memory_capacity"] == {"stolen": 64 << 20,
+                                                            "vram0": 8 << 30}
+    assert doc["devices"]["226:128"]["total"]["memory_current"] == 12288
+    assert doc["devices"]["226:129"]["memory_capacity"] == {"system": 16 << 30}
+    lines = dcli("stat", "--source", "kernel").output.splitlines()
+    row = next(line for line in lines if "renderD128" in line)
+    assert "12K" in row.split() and "vram0=2G" in row.split(), row

@@ -198,10 +198,9 @@ def test_settings_are_parsed_once_per_text():
     assert len(cache) == 1
 
 
-def test_dmem_memory_reads_as_gpu_memory(tmp_path, monkeypatch):
-    """On a kernel whose GPU memory is dmem's, a device's only region is
-    its memory, as gpu.memory.* is on 6.12; a device with several regions
-    has none here (not reported yet); an error names the dmem file."""
+def dmem_tree(tmp_path, monkeypatch):
+    """A dmem kernel's tree: i915 (226:128) with two regions, vgem (226:129)
+    with one; group a uses both, b and c have a file that does not parse."""
     from conftest import FakeKernel
 
     from pycgpu.core.memory import DMEM, Interface, Region
@@ -211,7 +210,8 @@ def test_dmem_memory_reads_as_gpu_memory(tmp_path, monkeypatch):
     fake = FakeKernel(tmp_path, memory=False, dmem=regions).install(monkeypatch)
     fake.make("a")
     fake.make("b")
-    for g in ("a", "b"):
+    fake.make("c")
+    for g in ("a", "b", "c"):
         (fake.root / g / "gpu.stat").write_text(
             "226:128 usage_usec=0 wait_usec=0\n226:129 usage_usec=5 wait_usec=0\n")
     a = fake.root / "a"
@@ -226,16 +226,64 @@ def test_dmem_memory_reads_as_gpu_memory(tmp_path, monkeypatch):
     (fake.root / "gpu.stat").write_text("226:129 usage_usec=5 wait_usec=0\n")
     (fake.root / "b" / "dmem.current").write_text("drm/vgem/system 0\n")
     (fake.root / "b" / "dmem.peak").write_text("drm/vgem/system lots\n")
+    (fake.root / "c" / "dmem.current").write_text("drm/0000:00:02.0/vram0 lots\n")
     iface = Interface(DMEM, (
         Region("226:128:stolen", "drm/0000:00:02.0/stolen", I915, "stolen", 1 << 26, DMEM),
         Region("226:128:vram0", "drm/0000:00:02.0/vram0", I915, "vram0", 8 << 30, DMEM),
         Region("226:129", "drm/vgem/system", VGEM, "system", 16 << 30, DMEM)))
+    return fake, iface
+
+
+def test_dmem_memory_reads_as_gpu_memory(tmp_path, monkeypatch):
+    """On a kernel whose GPU memory is dmem's, a device's only region is
+    its memory, as gpu.memory.* is on 6.12; a device with several regions
+    has each region's, by name, and their sums; every region's size is in
+    the sample; an error names the dmem file."""
+    fake, iface = dmem_tree(tmp_path, monkeypatch)
     s = KernelSource(fake.root, iface).sample()
     du = s.groups["/a"].devices[VGEM]
     assert du.memory == {"current": 8192, "max": 1 << 20, "limit_hits": 4}  # no dmem.peak
-    assert s.groups["/a"].devices[I915].memory == {}
+    i915 = s.groups["/a"].devices[I915]
+    assert i915.memory == {"current": 4096, "limit_hits": 0}  # no sum of limits or peaks
+    assert i915.memory_regions == {"stolen": {"current": 0, "max": None, "limit_hits": 0},
+                                   "vram0": {"current": 4096, "max": None, "limit_hits": 0}}
+    assert s.groups["/a"].devices[VGEM].memory_regions == {}
     assert s.totals[VGEM].memory == {"current": 9000}
+    assert s.totals[I915].memory == {"current": 4096}
+    assert s.totals[I915].memory_regions == {"stolen": {"current": 0}, "vram0": {"current": 4096}}
+    assert s.capacity == {I915: {"stolen": 1 << 26, "vram0": 8 << 30},
+                          VGEM: {"system": 16 << 30}}
     assert any("/b/dmem.peak: " in e for e in s.errors), s.errors
+    assert any("/c/dmem.current (a region): " in e for e in s.errors), s.errors
+    assert s.groups["/c"].devices[VGEM].gpu_time_ns == 5000  # the rest is read
+
+
+def test_the_exporter_reports_every_region_with_its_capacity(tmp_path, monkeypatch):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from pycgpu.monitoring import exporter as exp
+    from pycgpu.monitoring.view import Monitor
+
+    fake, iface = dmem_tree(tmp_path, monkeypatch)
+    (fake.root / "a" / "dmem.max").write_text("drm/0000:00:02.0/vram0 1048576\n"
+                                              "drm/0000:00:02.0/stolen max\n"
+                                              "drm/vgem/system max\n")
+    text = exp.Exporter(Monitor(KernelSource(fake.root, iface))).scrape().decode()
+    got = {(s.name, s.labels.get("cgroup"), s.labels.get("device"), s.labels.get("region")):
+           s.value for f in text_string_to_metric_families(text) for s in f.samples}
+    assert got[("pycgpu_gpu_memory_bytes", "/a", "226:128", None)] == 4096  # the sum
+    assert got[("pycgpu_gpu_memory_region_charged_bytes", "/a", "226:128", "vram0")] == 4096
+    assert got[("pycgpu_gpu_memory_region_charged_bytes", "/a", "226:128", "stolen")] == 0
+    assert got[("pycgpu_gpu_memory_region_max_bytes", "/a", "226:128", "vram0")] == 1 << 20
+    assert ("pycgpu_gpu_memory_region_max_bytes", "/a", "226:128", "stolen") not in got
+    assert ("pycgpu_gpu_memory_max_bytes", "/a", "226:128", None) not in got  # a region's own
+    assert got[("pycgpu_gpu_memory_region_limit_hits_total", "/a", "226:128", "vram0")] == 0
+    assert ("pycgpu_gpu_memory_region_charged_bytes", "/a", "226:129", "system") not in got
+    assert got[("pycgpu_gpu_device_memory_used_bytes", None, "226:128", None)] == 4096
+    capacity = {k[2:]: v for k, v in got.items()
+                if k[0] == "pycgpu_gpu_device_memory_capacity_bytes"}
+    assert capacity == {("226:128", "stolen"): 1 << 26, ("226:128", "vram0"): 8 << 30,
+                        ("226:129", "system"): 16 << 30}
 
 
 def test_dmem_regions_are_detected_again_when_a_gpu_comes(tmp_path, monkeypatch):
