@@ -28,7 +28,8 @@ from pycgpu.core.drm import driver_version, ffi
 
 ffi.cdef(
     """
-    struct drm_simgpu_gem_create { uint64_t size; uint32_t handle; uint32_t pad; };
+    struct drm_simgpu_gem_create { uint64_t size; uint32_t handle; uint32_t flags; };
+    struct drm_simgpu_gem_info { uint32_t handle; uint32_t placement; };
     struct drm_simgpu_submit {
         uint64_t duration_ns; uint32_t engine; int32_t priority; uint64_t seqno;
         uint32_t in_syncobj; uint32_t out_syncobj;
@@ -50,6 +51,11 @@ DRIVER = "simgpu"
 GEM_CREATE = drm._iowr(DRM_COMMAND_BASE + 0x00, "struct drm_simgpu_gem_create")
 SUBMIT = drm._iowr(DRM_COMMAND_BASE + 0x01, "struct drm_simgpu_submit")
 WAIT = drm._iowr(DRM_COMMAND_BASE + 0x02, "struct drm_simgpu_wait")
+GEM_INFO = drm._iowr(DRM_COMMAND_BASE + 0x03, "struct drm_simgpu_gem_info")
+# gem_create flags: in the simulated VRAM (module parameter vram), and in
+# system memory when VRAM has no room; gem_info's placements
+GEM_VRAM, GEM_FALLBACK = 1, 2
+PLACEMENT_SYSTEM, PLACEMENT_VRAM = 1, 2
 SYNCOBJ_CREATE = drm._iowr(0xBF, "struct drm_syncobj_create")
 SYNCOBJ_DESTROY = drm._iowr(0xC0, "struct drm_syncobj_destroy")
 SYNCOBJ_HANDLE_TO_FD = drm._iowr(0xC1, "struct drm_syncobj_handle")
@@ -58,6 +64,7 @@ drm.IOCTL_NAMES.update({
     GEM_CREATE: "DRM_IOCTL_SIMGPU_GEM_CREATE",
     SUBMIT: "DRM_IOCTL_SIMGPU_SUBMIT",
     WAIT: "DRM_IOCTL_SIMGPU_WAIT",
+    GEM_INFO: "DRM_IOCTL_SIMGPU_GEM_INFO",
     SYNCOBJ_CREATE: "DRM_IOCTL_SYNCOBJ_CREATE",
     SYNCOBJ_DESTROY: "DRM_IOCTL_SYNCOBJ_DESTROY",
     SYNCOBJ_HANDLE_TO_FD: "DRM_IOCTL_SYNCOBJ_HANDLE_TO_FD",
@@ -83,11 +90,18 @@ class SimGpu(BufferNode):
     """An open simgpu render node (with the buffer ioctls of any DRM node:
     PRIME import and export, GEM_CLOSE)."""
 
-    def gem_create(self, size: int) -> tuple[int, int]:
-        """A buffer of at least @size bytes: (handle, size)."""
-        arg = ffi.new("struct drm_simgpu_gem_create *", {"size": size})
+    def gem_create(self, size: int, flags: int = 0) -> tuple[int, int]:
+        """A buffer of at least @size bytes: (handle, size); @flags GEM_VRAM
+        (| GEM_FALLBACK) for one in the simulated VRAM."""
+        arg = ffi.new("struct drm_simgpu_gem_create *", {"size": size, "flags": flags})
         self.ioctl(GEM_CREATE, arg)
         return int(arg.handle), int(arg.size)
+
+    def gem_info(self, handle: int) -> int:
+        """Where buffer @handle is: PLACEMENT_VRAM or PLACEMENT_SYSTEM."""
+        arg = ffi.new("struct drm_simgpu_gem_info *", {"handle": handle})
+        self.ioctl(GEM_INFO, arg)
+        return int(arg.placement)
 
     def submit(self, duration_ns: int, engine: int = 0, priority: int = 0,
                wait_for: int = 0, signal: int = 0) -> int:

@@ -17,6 +17,8 @@ fi
 # drm_sched, a module on 7.3, with the options of the kernel command line
 # (simgpu is loaded with insmod, which resolves no dependency)
 modprobe -q gpu-sched 2>/dev/null || true
+# TTM, a module on 7.3, which simgpu's simulated VRAM builds on there
+modprobe -q ttm 2>/dev/null || true
 bash -c "$1"
 rc=$?
 # a kernel with kmemleak: scan twice (objects must stay unreferenced) and

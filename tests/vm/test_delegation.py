@@ -19,13 +19,17 @@ from pathlib import Path
 
 import pytest
 import staging
+from memfiles import DMEM, PREFIX, MemFiles, gem_key
 
-from pycgpu.core import formats
 from pycgpu.core.cgroup import Cgroup
 
 NOBODY = 65534
 ROOT = Path(__file__).resolve().parents[2]
 DELEGATION_FILES = ("cgroup.procs", "cgroup.threads", "cgroup.subtree_control")
+MEMORY_MAX = PREFIX + "max"  # gpu.memory.max (6.12) or dmem.max (7.3)
+# what a delegatee enables for its children: the gpu controller, and dmem where
+# the kernel's GPU memory is dmem's
+ENABLE = "+gpu +dmem" if DMEM else "+gpu"
 
 # Runs as the delegatee: each argument is PATH=VALUE to write, PATH to read,
 # or mkdir:PATH; prints one JSON object, the outcome of each in order.
@@ -135,6 +139,12 @@ def delegated(cgroup: Cgroup) -> Iterator[Cgroup]:
     yield cgroup
 
 
+@pytest.fixture(scope="module")
+def vmem(vgem) -> MemFiles:
+    """vgem's buffers in the memory files."""
+    return MemFiles(gem_key(Path(f"/dev/dri/renderD{vgem.minor}"), vgem))
+
+
 @pytest.fixture
 def open_card(vgem_card: Path) -> Iterator[Path]:
     """vgem's card node, opened to everyone for the test (devtmpfs in the VM)."""
@@ -144,12 +154,12 @@ def open_card(vgem_card: Path) -> Iterator[Path]:
     os.chmod(vgem_card, mode)
 
 
-def test_own_gpu_files_are_the_parents_owners(delegated, vgem):
-    files = ("gpu.weight", "gpu.priority", "gpu.memory.max")
+def test_own_gpu_files_are_the_parents_owners(delegated, vgem, vmem):
+    files = ("gpu.weight", "gpu.priority", MEMORY_MAX)
     before = {f: (delegated.path / f).read_text() for f in files}
     got = steps(delegated.child("session"), f"{delegated.path}/gpu.weight=10000",
                 f"{delegated.path}/gpu.weight={vgem} 10000", f"{delegated.path}/gpu.priority=1023",
-                f"{delegated.path}/gpu.memory.max={vgem} max")
+                f"{delegated.path}/{MEMORY_MAX}={vmem} max")
     assert got == ["Permission denied"] * 4
     assert {f: (delegated.path / f).read_text() for f in files} == before
 
@@ -175,24 +185,24 @@ def test_no_writes_or_moves_raise_the_effective_priority(delegated, mount):
                    "Permission denied", "Permission denied", "-5"]
 
 
-def test_children_cannot_exceed_the_ancestors_memory_limit(delegated, vgem, open_card):
+def test_children_cannot_exceed_the_ancestors_memory_limit(delegated, vgem, vmem, open_card):
     """1 MiB set by the parent's owner holds whatever limit the delegatee
     sets below: four 256 KiB buffers, then ENOMEM, counted where the limit
     is; everything is uncharged when the delegatee's process exits."""
     delegated.set_memory_max(vgem, 1 << 20)
     d = delegated.path
-    got = steps(delegated.child("session"), f"mkdir:{d}/big", f"{d}/cgroup.subtree_control=+gpu",
-                f"{d}/big/gpu.memory.max={vgem} max", f"{d}/gpu.memory.max={vgem} max")
+    got = steps(delegated.child("session"), f"mkdir:{d}/big",
+                f"{d}/cgroup.subtree_control={ENABLE}",
+                f"{d}/big/{MEMORY_MAX}={vmem} max", f"{d}/{MEMORY_MAX}={vmem} max")
     assert got == ["ok", "ok", "ok", "Permission denied"]
     big = delegated.child("big")
     r = as_delegatee(["-c", ALLOC, str(open_card)], big)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["4", "Cannot", "allocate", "memory"]
-    events = formats.parse_nested_keyed
-    assert events(delegated.read("gpu.memory.events.local"))[vgem]["max"] == 1
-    assert events(delegated.read("gpu.memory.events"))[vgem]["max"] == 1
-    assert events(big.read("gpu.memory.events"))[vgem]["max"] == 0  # as memory.events
-    assert formats.parse_flat_keyed(delegated.read("gpu.memory.current"))[vgem] == 0
+    assert vmem.events(delegated, local=True) == 1
+    assert vmem.events(delegated) == 1
+    assert vmem.events(big) == 0  # as memory.events
+    assert vmem.get(delegated, "current") == 0
 
 
 def test_pycgpu_tells_the_delegatee_what_it_may_change(delegated):

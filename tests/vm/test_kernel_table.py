@@ -73,7 +73,8 @@ def reset(cg: Cgroup, sched: str, nosched: str) -> None:
     for name, text in (("gpu.weight", "default 100"), ("gpu.weight", f"{sched} default"),
                        ("gpu.priority", "0"), ("gpu.memory.max", f"{sched} max"),
                        ("gpu.memory.max", f"{nosched} max")):
-        cg.write(name, text)
+        if cg.has(name):
+            cg.write(name, text)
 
 
 def play(cg: Cgroup, name: str, text: str, sched: str, nosched: str) -> str | None:
@@ -98,8 +99,13 @@ def test_the_recorded_table_is_what_the_kernel_does(cgroup, simgpu_nodes, vgem):
     assert (nosched_dev, sched_dev) == ((226, 128), (226, 129)), (nosched_dev, sched_dev)
     sched, nosched = (f"{d[0]}:{d[1]}" for d in (sched_dev, nosched_dev))
     devs = {sched_dev: "{sched}", nosched_dev: "{nosched}"}
+    # the 7.3 series has no gpu.memory.max (its GPU memory is dmem's, whose
+    # parser is upstream's: tests/vm/test_memory.py checks dmem.max's limits)
+    here = {name for name in FILES if cgroup.has(name)}
     results = []
     for name, text in inputs():
+        if name not in here:
+            continue
         reset(cgroup, sched, nosched)
         err = play(cgroup, name, text, sched, nosched)
         results.append({"file": name, "input": text, "errno": err,
@@ -111,7 +117,7 @@ def test_the_recorded_table_is_what_the_kernel_does(cgroup, simgpu_nodes, vgem):
         out /= TABLE.name
         out.write_text(json.dumps(results, indent=0) + "\n")
         pytest.skip(f"recorded {len(results)} writes to {out}")
-    recorded = json.loads(TABLE.read_text())
+    recorded = [r for r in json.loads(TABLE.read_text()) if r["file"] in here]
     assert len(recorded) == len(results)
     diffs = [(r, k) for r, k in zip(recorded, results, strict=True) if r != k]
     assert not diffs, f"{len(diffs)} entries differ, the first: {diffs[0]}"

@@ -17,10 +17,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from conftest import devt_of, drm_node
 from memfiles import MemFiles, gem_key
 from workers import PAGE, Worker
 
+from pycgpu.cli import main
 from pycgpu.core.cgroup import Cgroup
 
 pytestmark = pytest.mark.nogpu
@@ -35,13 +37,14 @@ def _no_gpu_controller(mount: Path) -> None:
     assert "dmem" in controllers, controllers
 
 
-def pycgpu(mount: Path, *args: str, code: int = 0,
-           env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    r = subprocess.run([sys.executable, "-m", "pycgpu", "--cgroup-root", str(mount), *args],
-                       capture_output=True, text=True, timeout=120,
-                       env=None if env is None else {**os.environ, **env})
-    assert r.returncode == code, (args, r.returncode, r.stdout, r.stderr)
-    return r
+def pycgpu(mount: Path, *args: str, code: int = 0) -> str:
+    """The command's output (in this process: each interpreter start costs
+    seconds under emulation)."""
+    r = CliRunner().invoke(main, ["--cgroup-root", str(mount), *args])
+    if r.exception and not isinstance(r.exception, SystemExit):
+        raise r.exception
+    assert r.exit_code == code, (args, r.exit_code, r.output)
+    return r.output
 
 
 @pytest.fixture
@@ -81,7 +84,7 @@ def test_memory_limits_through_pycgpu(mount: Path, group: str, vgem_node: Path,
         with pytest.raises(OSError) as e:
             w.alloc(PAGE)
         assert e.value.errno == errno.ENOMEM
-        doc = json.loads(pycgpu(mount, "show", "--json", f"{group}/job").stdout)
+        doc = json.loads(pycgpu(mount, "show", "--json", f"{group}/job"))
         item = doc["cgroups"][0]
         assert item["gpu_enabled"] is False
         memory = item["memory"]
@@ -92,22 +95,22 @@ def test_memory_limits_through_pycgpu(mount: Path, group: str, vgem_node: Path,
         assert doc["memory"]["interface"] == "dmem"
         pycgpu(mount, "set", f"{group}/job", "--memory-max", f"{vgem_node.name}=max")
         w.alloc(PAGE)
-    text = pycgpu(mount, "show", f"{group}/job").stdout
+    text = pycgpu(mount, "show", f"{group}/job")
     assert text.splitlines()[0] == f"/{group}/job  (gpu not enabled)"
     assert f"{vgem_node.name} (" in text
 
 
 @pytest.mark.parametrize("knob", [["--weight", "300"], ["--priority", "5"]])
 def test_the_time_knobs_are_refused(mount: Path, group: str, knob: list[str]):
-    r = pycgpu(mount, "create", group, *knob, code=1)
-    assert "no gpu controller" in r.stderr and "cgroup_disable=gpu" in r.stderr, r.stderr
-    assert "GPU memory limits work through dmem" in r.stderr
+    out = pycgpu(mount, "create", group, *knob, code=1)
+    assert "no gpu controller" in out and "cgroup_disable=gpu" in out, out
+    assert "GPU memory limits work through dmem" in out
     assert not (mount / group).exists()
 
 
 def test_check_says_the_controller_is_disabled_and_memory_works(mount: Path):
-    r = pycgpu(mount, "check", "--json", code=3)
-    findings = {f["id"]: f for f in json.loads(r.stdout)["findings"]}
+    doc = json.loads(pycgpu(mount, "check", "--json", code=3))
+    findings = {f["id"]: f for f in doc["findings"]}
     assert findings["gpu"]["status"] == "problem"
     assert "disabled on the kernel command line" in findings["gpu"]["message"]
     assert "GPU memory limits work without it, through dmem" in findings["gpu"]["message"]
@@ -117,6 +120,7 @@ def test_check_says_the_controller_is_disabled_and_memory_works(mount: Path):
 
 CLIENT = """
 import sys
+from simgpu import SimGpu
 with SimGpu(sys.argv[1]) as gpu:
     seqno = 0
     for _ in range(5):
@@ -131,6 +135,9 @@ def test_the_simulated_gpu_runs_jobs_without_the_controller(simgpu_nodes, group:
     """drm_sched's own policy orders the jobs; a client in a group runs them."""
     pycgpu(mount, "create", group)
     tests = str(Path(__file__).resolve().parents[1])  # simgpu.py
-    r = pycgpu(mount, "exec", group, "--", sys.executable, "-c", CLIENT, str(simgpu_nodes[0]),
-               env={"PYTHONPATH": tests})
+    r = subprocess.run([sys.executable, "-m", "pycgpu", "--cgroup-root", str(mount), "exec",
+                        group, "--", sys.executable, "-c", CLIENT, str(simgpu_nodes[0])],
+                       capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": tests})
+    assert r.returncode == 0, r.stderr
     assert r.stdout.split() == [f"0::/{group}", "True"], r.stdout

@@ -292,8 +292,8 @@ def test_allocation_over_the_limit_fails_inside(shell, runtime, mount, gpu, othe
         assert result["other"] == "EPERM", result  # no allow rule for the other node
         cg = container_cgroup(mount, shell)
         dev = devt_of(gpu)
-        assert formats.parse_flat_keyed(cg.read("gpu.memory.current"))[dev] == result["small"]
-        assert formats.parse_nested_keyed(cg.read("gpu.memory.events"))[dev]["max"] == 1
+        assert cg.memory_current()[dev] == result["small"]
+        assert cg.memory_events()[dev]["max"] == 1
         assert ctr.finish() == 0
     finally:
         ctr.kill()

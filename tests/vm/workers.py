@@ -1,6 +1,7 @@
 """Child processes that join a cgroup and use a DRM node on request, so that
 the VM tests can allocate as tasks of any cgroup and pass buffers between
-processes."""
+processes: dumb buffers on a card node, simgpu's own buffers (in its
+simulated VRAM with flags) on a simgpu render node."""
 
 from __future__ import annotations
 
@@ -13,20 +14,33 @@ from pathlib import Path
 from typing import Any
 
 from drmtest import BufferNode
+from simgpu import SimGpu
+
+from pycgpu.core.drm import driver_version
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 def _serve(conn: Connection, cgroup: Path, node: str) -> None:
     (cgroup / "cgroup.procs").write_text(str(os.getpid()))
-    drm = BufferNode(node)
+    version = driver_version(Path(node))
+    drm = SimGpu(node) if version is not None and version.name == "simgpu" else BufferNode(node)
     while True:
         op, args = conn.recv()
         try:
             if op == "alloc":  # bytes, a whole number of pages
-                result: Any = drm.create_dumb(PAGE // 4, args[0] // PAGE, 32).handle
+                if isinstance(drm, SimGpu):
+                    result: Any = drm.gem_create(args[0], args[1] if len(args) > 1 else 0)[0]
+                else:
+                    result = drm.create_dumb(PAGE // 4, args[0] // PAGE, 32).handle
+            elif op == "placement":
+                assert isinstance(drm, SimGpu)
+                result = drm.gem_info(args[0])
             elif op == "free":
-                drm.destroy_dumb(args[0])
+                if isinstance(drm, SimGpu):
+                    drm.gem_close(args[0])
+                else:
+                    drm.destroy_dumb(args[0])
                 result = None
             elif op == "export":
                 fd = drm.prime_handle_to_fd(args[0])
@@ -69,8 +83,13 @@ class Worker:
             raise OSError(value, os.strerror(value))
         return value
 
-    def alloc(self, size: int) -> int:
-        return self._call("alloc", size)
+    def alloc(self, size: int, flags: int = 0) -> int:
+        """A buffer of @size bytes (on simgpu: with gem_create's @flags)."""
+        return self._call("alloc", size, flags) if flags else self._call("alloc", size)
+
+    def placement(self, handle: int) -> int:
+        """simgpu: where buffer @handle is (simgpu.PLACEMENT_VRAM or _SYSTEM)."""
+        return self._call("placement", handle)
 
     def free(self, handle: int) -> None:
         self._call("free", handle)

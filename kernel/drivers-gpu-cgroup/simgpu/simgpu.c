@@ -34,6 +34,9 @@
  *
  * fdinfo shows drm-engine-<name> (ns busy) and the memory keys.
  *
+ * With the module parameter vram, each device also has a simulated VRAM on
+ * TTM, registered with the dmem cgroup controller (simgpu_vram.c).
+ *
  * Locking: an engine's lock protects its hardware queue and timeline and
  * is taken with interrupts off (the hrtimer runs in hardirq context); a
  * file's lock protects its list of pending jobs, likewise.
@@ -59,6 +62,7 @@
 #include <drm/gpu_scheduler.h>
 
 #include "simgpu_drm.h"
+#include "simgpu_vram.h"
 
 /*
  * simgpu builds against both bases of the series, Linux 6.12 and 7.3. What
@@ -80,6 +84,7 @@
 /* a file can fill the largest ring and keep as much queued */
 #define SIMGPU_MAX_PENDING	(2 * SIMGPU_MAX_CREDITS)
 #define SIMGPU_NR_PRIOS		3	/* low, normal, high */
+#define SIMGPU_MAX_VRAM		4096	/* MiB */
 
 static unsigned int devices = 1;
 module_param(devices, uint, 0444);
@@ -96,6 +101,10 @@ MODULE_PARM_DESC(credits, "jobs in flight per engine (1-1024, default 1)");
 static unsigned int fifo;
 module_param(fifo, uint, 0444);
 MODULE_PARM_DESC(fifo, "bitmask of the devices that keep drm_sched's own policy instead of the gpu cgroup's (default 0)");
+
+static unsigned int vram;
+module_param(vram, uint, 0444);
+MODULE_PARM_DESC(vram, "MiB of simulated VRAM per GPU, on TTM and registered with the dmem cgroup controller (0-4096, default 0: none; needs dmem)");
 
 static const char *const simgpu_engine_names[SIMGPU_MAX_ENGINES] = {
 	"render", "copy", "video", "compute",
@@ -123,6 +132,7 @@ struct simgpu_device {
 	struct drm_device	drm;
 	struct platform_device	*pdev;
 	struct simgpu_engine	engine[SIMGPU_MAX_ENGINES];
+	struct simgpu_vram	*vram;		/* NULL: none */
 };
 
 struct simgpu_file {
@@ -363,11 +373,22 @@ static int simgpu_gem_create_ioctl(struct drm_device *drm, void *data,
 				   struct drm_file *file)
 {
 	struct drm_simgpu_gem_create *args = data;
+	struct simgpu_device *sdev = to_simgpu(drm);
 	struct drm_gem_shmem_object *shmem;
 	int ret;
 
-	if (args->pad || !args->size || args->size > SZ_16G)
+	if ((args->flags & ~(SIMGPU_GEM_VRAM | SIMGPU_GEM_FALLBACK)) ||
+	    args->flags == SIMGPU_GEM_FALLBACK ||
+	    !args->size || args->size > SZ_16G)
 		return -EINVAL;
+	if (args->flags & SIMGPU_GEM_VRAM) {
+		if (!sdev->vram)
+			return -ENODEV;
+		return simgpu_vram_gem_create(sdev->vram, file,
+					      PAGE_ALIGN(args->size),
+					      args->flags & SIMGPU_GEM_FALLBACK,
+					      &args->handle, &args->size);
+	}
 
 	shmem = drm_gem_shmem_create(drm, PAGE_ALIGN(args->size));
 	if (IS_ERR(shmem))
@@ -379,6 +400,20 @@ static int simgpu_gem_create_ioctl(struct drm_device *drm, void *data,
 	/* the handle holds the reference now, or the buffer goes */
 	drm_gem_object_put(&shmem->base);
 	return ret;
+}
+
+static int simgpu_gem_info_ioctl(struct drm_device *drm, void *data,
+				 struct drm_file *file)
+{
+	struct drm_simgpu_gem_info *args = data;
+	struct drm_gem_object *obj;
+
+	obj = drm_gem_object_lookup(file, args->handle);
+	if (!obj)
+		return -ENOENT;
+	args->placement = simgpu_gem_placement(obj);
+	drm_gem_object_put(obj);
+	return 0;
 }
 
 static struct drm_sched_entity *simgpu_entity(struct simgpu_file *sfile,
@@ -540,6 +575,8 @@ static const struct drm_ioctl_desc simgpu_ioctls[] = {
 			  DRM_RENDER_ALLOW),
 	DRM_IOCTL_DEF_DRV(SIMGPU_SUBMIT, simgpu_submit_ioctl, DRM_RENDER_ALLOW),
 	DRM_IOCTL_DEF_DRV(SIMGPU_WAIT, simgpu_wait_ioctl, DRM_RENDER_ALLOW),
+	DRM_IOCTL_DEF_DRV(SIMGPU_GEM_INFO, simgpu_gem_info_ioctl,
+			  DRM_RENDER_ALLOW),
 };
 
 static const struct file_operations simgpu_fops = {
@@ -563,7 +600,7 @@ static const struct drm_driver simgpu_driver = {
 	.date			= "20261123",
 #endif
 	.major			= 2,
-	.minor			= 0,
+	.minor			= 1,	/* 2.1: VRAM, GEM_INFO */
 };
 
 /* Lets the jobs in flight finish, then stops the engines' schedulers. */
@@ -653,6 +690,10 @@ static struct simgpu_device *simgpu_create(int id)
 	}
 	sdev->pdev = pdev;
 
+	/* the region before the device goes public: the core registers none then */
+	ret = simgpu_vram_init(&sdev->drm, (u64)vram << 20, &sdev->vram);
+	if (ret)
+		goto err_devres;
 	/* as v3d does: the schedulers before the device goes public */
 	ret = simgpu_engines_init(sdev, id);
 	if (ret)
@@ -678,7 +719,7 @@ static int __init simgpu_init(void)
 
 	if (!devices || devices > SIMGPU_MAX_DEVICES ||
 	    !engines || engines > SIMGPU_MAX_ENGINES ||
-	    !credits || credits > SIMGPU_MAX_CREDITS)
+	    !credits || credits > SIMGPU_MAX_CREDITS || vram > SIMGPU_MAX_VRAM)
 		return -EINVAL;
 
 	for (i = 0; i < devices; i++) {

@@ -11,17 +11,41 @@
 #define DRM_SIMGPU_GEM_CREATE	0x00
 #define DRM_SIMGPU_SUBMIT	0x01
 #define DRM_SIMGPU_WAIT		0x02
+#define DRM_SIMGPU_GEM_INFO	0x03
+
+/* place the buffer in the device's simulated VRAM (module parameter vram) */
+#define SIMGPU_GEM_VRAM		(1 << 0)
+/* with SIMGPU_GEM_VRAM: in system memory when VRAM has no room */
+#define SIMGPU_GEM_FALLBACK	(1 << 1)
 
 /**
  * struct drm_simgpu_gem_create - create a buffer
  * @size: in: bytes, rounded up to whole pages; out: the size allocated
  * @handle: out: the GEM handle (free it with DRM_IOCTL_GEM_CLOSE)
- * @pad: must be zero
+ * @flags: 0 for a buffer in system memory, or SIMGPU_GEM_VRAM (with
+ *	SIMGPU_GEM_FALLBACK or not); SIMGPU_GEM_VRAM on a device without VRAM
+ *	fails with -ENODEV, and without SIMGPU_GEM_FALLBACK a buffer that does
+ *	not fit in VRAM (or in the cgroup's dmem.max) after eviction fails
+ *	with -ENOMEM
  */
 struct drm_simgpu_gem_create {
 	__u64 size;
 	__u32 handle;
-	__u32 pad;
+	__u32 flags;
+};
+
+#define SIMGPU_PLACEMENT_SYSTEM	1
+#define SIMGPU_PLACEMENT_VRAM	2
+
+/**
+ * struct drm_simgpu_gem_info - where a buffer is
+ * @handle: in: a GEM handle of this file
+ * @placement: out: SIMGPU_PLACEMENT_VRAM, or SIMGPU_PLACEMENT_SYSTEM (a
+ *	system-memory buffer, or a VRAM buffer evicted or placed as fallback)
+ */
+struct drm_simgpu_gem_info {
+	__u32 handle;
+	__u32 placement;
 };
 
 /**
@@ -69,5 +93,8 @@ struct drm_simgpu_wait {
 	DRM_IOWR(DRM_COMMAND_BASE + DRM_SIMGPU_SUBMIT, struct drm_simgpu_submit)
 #define DRM_IOCTL_SIMGPU_WAIT \
 	DRM_IOWR(DRM_COMMAND_BASE + DRM_SIMGPU_WAIT, struct drm_simgpu_wait)
+#define DRM_IOCTL_SIMGPU_GEM_INFO \
+	DRM_IOWR(DRM_COMMAND_BASE + DRM_SIMGPU_GEM_INFO, \
+		 struct drm_simgpu_gem_info)
 
 #endif /* _UAPI_SIMGPU_DRM_H */
