@@ -68,7 +68,7 @@ test-kunit: kernel ## upstream's drm_sched KUnit suites under RR, FIFO and FAIR 
 
 test-nogpu: kernel ## 7.3 booted with cgroup_disable=gpu: GPU memory through dmem alone, pycgpu without the gpu controller
 	@test "$(PYCGPU_BASE)" = 7.3 || { echo "test-nogpu: 6.12 has no dmem (PYCGPU_BASE=7.3)" >&2; exit 2; }
-	PYCGPU_VM_APPEND=cgroup_disable=gpu $(VM) "$(PYTEST_VM) -m nogpu tests/vm/test_nogpu.py"
+	PYCGPU_VM_APPEND=cgroup_disable=gpu $(VM) "PYCGPU_NOGPU=1 $(PYTEST_VM) -m nogpu tests/vm/test_nogpu.py"
 
 test-debug: setup ## VM tier plus fuzz, stress and fault injection on the debug kernel (KASAN, kmemleak, ...)
 	PYCGPU_FLAVOUR=debug tools/kernel.sh all

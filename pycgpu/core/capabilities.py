@@ -223,8 +223,10 @@ def _check_controller(host: Host, root: Path, report: Report) -> bool:
     # 7.3 lists in /proc/cgroups only the controllers with v1 support: the
     # command line says it there
     if (entry is not None and entry[1] == 0) or word is not None:
+        # /proc/cgroups listing it says the kernel has it; the word alone does not
+        maybe = "" if entry is not None else f" ({word}), or this kernel lacks it"
         finding = Finding(
-            "gpu", PROBLEM, "the gpu controller is disabled on the kernel command line",
+            "gpu", PROBLEM, f"the gpu controller is disabled on the kernel command line{maybe}",
             _remove_from_cmdline(host, "cgroup_disable=gpu" if word in (None, "cgroup_disable=gpu")
                                  else f"gpu (only) of {word}"),
         )

@@ -88,9 +88,14 @@ def stop_event(signals: Iterable[int] = SIGNALS) -> Iterator[threading.Event]:
     the block (threads inherit the mask), and one helper thread takes them
     with ``sigwait()`` and sets the event from ordinary thread context. At
     the end of the block the mask is restored: a signal sent again during
-    the shutdown then acts as it would without pycgpu."""
-    wanted = set(signals)
+    the shutdown then acts as it would without pycgpu. A signal the process
+    ignores (nohup, a shell's background job) stays ignored: a blocked
+    signal would be taken, not ignored."""
+    wanted = {s for s in signals if signal.getsignal(s) is not signal.SIG_IGN}
     stop = threading.Event()
+    if not wanted:
+        yield stop
+        return
     lock = threading.Lock()
     state = {"taken": False, "closing": False}
 

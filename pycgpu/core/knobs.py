@@ -390,7 +390,8 @@ def _check_controller(cg: Cgroup, settings: Settings) -> bool:
     needs_gpu = [name for name in settings.files() if not name.startswith(f"{DMEM}.")]
     if DMEM in available and not needs_gpu:
         return False
-    why = (f"{' and '.join(needs_gpu)} need it; GPU memory limits work through dmem"
+    need = "needs" if len(needs_gpu) == 1 else "need"
+    why = (f"{' and '.join(needs_gpu)} {need} it; GPU memory limits work through dmem"
            if DMEM in available else "no dmem controller for GPU memory either")
     raise Unavailable(
         errno.ENOENT,

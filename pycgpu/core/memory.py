@@ -8,7 +8,8 @@
   ``drm/<parent>/<region>``, ``<parent>`` the name of the DRM device's parent
   (a PCI address, a platform device's name). Upstream, only TTM drivers with
   VRAM register regions (xe ``vram0``, ``vram1``... per tile; amdgpu and
-  nouveau ``vram``) and charge what they place there. The 7.3 series adds a region
+  nouveau ``vram``) and charge what they place there; the 7.3 series adds
+  i915's local memory (``local0``) and simgpu's simulated ``vram``, and a region
   ``system`` for every device whose driver has none, charges its GEM
   buffers there as 6.12 charges gpu.memory.*, and adds ``dmem.events`` and
   ``dmem.events.local``.

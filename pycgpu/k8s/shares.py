@@ -10,7 +10,9 @@ container's shares into what the kernel enforces, per GPU it got shares of:
   device-cgroup allow rule, plus the createRuntime hook of the CDI spec);
 - ``pycgpu.io/gpu.weight: renderD128=W`` with W = k x weight-per-share
   (default 100: 1 share is the default weight, 3 shares are 300), so among
-  sibling cgroups that use the GPU, time divides in proportion to shares;
+  sibling cgroups that use the GPU, time divides in proportion to shares
+  (left out on a kernel without the gpu controller, where memory limits
+  through dmem are all a share carries);
 - ``pycgpu.io/gpu.memory.max: renderD128=M`` with M = size x k / N rounded
   down to 4 KiB, where the GPU's memory size is known: the operator's
   per-device size (``--device-memory renderD128=16G``), else the capacity of
@@ -234,6 +236,9 @@ class Inventory:
     config: Config
     gpus: dict[str, Gpu] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # False on a kernel with dmem and no gpu controller: shares carry memory
+    # limits only (a weight annotation would make the hook refuse the container)
+    weights: bool = True
 
     def device_ids(self) -> list[str]:
         return [i for g in self.gpus.values() for i in g.ids()]
@@ -285,11 +290,12 @@ def _dmem_sizes(memory: Interface | None, dev: Device) -> tuple[tuple[str, int],
 
 
 def build(devices: list[Device], config: Config, sysfs_root: Path = Path("/sys"),
-          memory: Interface | None = None) -> Inventory:
+          memory: Interface | None = None, weights: bool = True) -> Inventory:
     """What to advertise for @devices (render nodes, in order); @memory,
     the kernel's memory interface (:func:`pycgpu.core.memory.detect`),
-    gives the regions' capacities where the kernel has dmem."""
-    inv = Inventory(config)
+    gives the regions' capacities where the kernel has dmem; @weights is
+    False where the kernel has no gpu controller."""
+    inv = Inventory(config, weights=weights)
     if config.only:
         chosen = set(_resolve_keys(config.only, devices, config.names.device,
                                    inv.warnings).values())
@@ -392,7 +398,7 @@ def grant(inv: Inventory, device_ids: Iterable[str]) -> Grant:
     weights = [f"{name}={inv.gpus[name].weight(k, inv.config.weight_per_share)}"
                for name, k in counts.items()]
     limits = [text for name, k in counts.items() for text in inv.gpus[name].memory_limits(k)]
-    annotations = {ann.WEIGHT: ",".join(weights)}
+    annotations = {ann.WEIGHT: ",".join(weights)} if inv.weights else {}
     if limits:
         annotations[ann.MEMORY_MAX] = ",".join(limits)
     # for the exporter's pod labels: the hook records them on the cgroup,

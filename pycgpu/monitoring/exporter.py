@@ -105,28 +105,28 @@ DEVICE_FAMILIES: dict[str, Family] = {
         f"DRM client memory of the group per memory region (drm-{kind}-<region>).")
        for kind in REGION_KINDS},
     # a device with several dmem regions (its pycgpu_gpu_memory_bytes is their sum)
-    "pycgpu_gpu_memory_region_charged_bytes": _fam(
+    "pycgpu_gpu_dmem_region_charged_bytes": _fam(
         "gauge", "kernel", (*LABELS, "region"),
         "GPU memory charged to the group in one region of a device with several "
         "(dmem.current)."),
-    "pycgpu_gpu_memory_region_max_bytes": _fam(
+    "pycgpu_gpu_dmem_region_max_bytes": _fam(
         "gauge", "kernel", (*LABELS, "region"),
         "The group's dmem.max of one region of a device with several; absent when it is max."),
-    "pycgpu_gpu_memory_region_peak_bytes": _fam(
+    "pycgpu_gpu_dmem_region_peak_bytes": _fam(
         "gauge", "kernel", (*LABELS, "region"),
         "High-water mark of the group's charge in one region of a device with several "
         "(dmem.peak)."),
-    "pycgpu_gpu_memory_region_limit_hits_total": _fam(
+    "pycgpu_gpu_dmem_region_limit_hits_total": _fam(
         "counter", "kernel", (*LABELS, "region"),
         "Allocations refused in one region of a device with several because the group or a "
         "descendant hit its dmem.max there (dmem.events max)."),
 }
 
 # DeviceUsage.memory_regions' keys and their families
-_REGION_MEMORY = (("current", "pycgpu_gpu_memory_region_charged_bytes"),
-                  ("max", "pycgpu_gpu_memory_region_max_bytes"),
-                  ("peak", "pycgpu_gpu_memory_region_peak_bytes"),
-                  ("limit_hits", "pycgpu_gpu_memory_region_limit_hits_total"))
+_REGION_MEMORY = (("current", "pycgpu_gpu_dmem_region_charged_bytes"),
+                  ("max", "pycgpu_gpu_dmem_region_max_bytes"),
+                  ("peak", "pycgpu_gpu_dmem_region_peak_bytes"),
+                  ("limit_hits", "pycgpu_gpu_dmem_region_limit_hits_total"))
 
 # per group that used a device
 GROUP_FAMILIES: dict[str, Family] = {

@@ -151,21 +151,32 @@ def _region_lines(text: str | None, regions: _Regions) -> str | None:
                    if line.partition(" ")[0] in regions) or None
 
 
+class _RegionLineError(formats.FormatError):
+    """A region's line that does not parse, in the file @index of the four."""
+
+    def __init__(self, index: int, error: formats.FormatError) -> None:
+        super().__init__(str(error))
+        self.index = index
+
+
 def _add_regions(devices: dict[formats.DevT, DeviceUsage], texts: tuple[str | None, ...],
                  regions: _Regions) -> None:
     """The regions' lines of dmem.{current,max,peak,events} (@texts, in
     that order) into the devices' memory_regions, with the device's sums;
-    FormatError for a line that does not parse."""
+    _RegionLineError for a line that does not parse."""
     found: dict[formats.DevT, dict[str, dict[str, int | None]]] = {}
-    for what, text in zip(_REGION_KEYS, texts, strict=False):
+    for index, (what, text) in enumerate(zip(_REGION_KEYS, texts, strict=False)):
         if not text:
             continue
         values: dict[str, int | None]
-        if what == "limit_hits":
-            values = {k: v.get("max", 0)
-                      for k, v in formats.parse_region_nested_keyed(text).items()}
-        else:
-            values = formats.parse_region_keyed(text)
+        try:
+            if what == "limit_hits":
+                values = {k: v.get("max", 0)
+                          for k, v in formats.parse_region_nested_keyed(text).items()}
+            else:
+                values = formats.parse_region_keyed(text)
+        except formats.FormatError as e:
+            raise _RegionLineError(index, e) from None
         for key, v in values.items():
             dev, name = regions[key]
             found.setdefault(dev, {}).setdefault(name, {})[what] = (
@@ -393,9 +404,9 @@ class KernelSource(Source):
         if any(regions):
             try:
                 _add_regions(parsed.devices, regions, self._regions)
-            except formats.FormatError as e:
+            except _RegionLineError as e:
                 if parsed.error is None:
-                    parsed.error = f"{self._names[1]} (a region): {e}"
+                    parsed.error = f"{self._names[1 + e.index]} (a region): {e}"
         return parsed
 
     def _read(self, sample: Sample) -> None:

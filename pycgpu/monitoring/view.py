@@ -63,11 +63,12 @@ class Row:
         kernel lists every device for every group; most rows of a big host
         are these."""
         du = self.usage
-        if du.clients:
+        if du.clients or du.gpu_time_ns:
             return False
-        m = du.memory
-        return (not du.gpu_time_ns and not m.get("current") and not m.get("peak")
-                and not m.get("limit_hits") and m.get("max") is None)
+        # the device's memory, or each of its regions (a device with several)
+        return all(not m.get("current") and not m.get("peak") and not m.get("limit_hits")
+                   and m.get("max") is None
+                   for m in (du.memory, *du.memory_regions.values()))
 
     @property
     def gpu_percent(self) -> float | None:

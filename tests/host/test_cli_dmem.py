@@ -229,3 +229,19 @@ def test_stat_reports_every_region_with_its_capacity(dcli):
     lines = dcli("stat", "--source", "kernel").output.splitlines()
     row = next(line for line in lines if "renderD128" in line)
     assert "12K" in row.split() and "vram0=2G" in row.split(), row
+
+
+def test_a_group_with_only_a_region_limit_is_reported(dcli):
+    """A device with several regions: a limit on one of them alone makes the
+    group's row one to report (stat hides rows with nothing used or set)."""
+    dcli("create", "b", "--memory-max", "renderD128:vram0=1G")
+    b = dcli.fake.root / "b"
+    (b / "gpu.stat").write_text("226:128 usage_usec=0 wait_usec=0\n")
+    doc = json.loads(dcli("stat", "--json", "--source", "kernel").output)
+    (group,) = [g for g in doc["groups"] if g["path"] == "/b"]
+    assert group["devices"]["226:128"]["memory_regions"]["vram0"]["max"] == 1 << 30
+    (b / "dmem.max").write_text("drm/0000:00:02.0/vram0 max\ndrm/0000:00:02.0/stolen max\n"
+                                "drm/vgem/system max\n")
+    doc = json.loads(dcli("stat", "--json", "--source", "kernel").output)
+    (group,) = [g for g in doc["groups"] if g["path"] == "/b"]
+    assert group["devices"] == {}

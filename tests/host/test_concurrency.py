@@ -352,3 +352,24 @@ def test_a_stop_signal_sets_the_event_while_its_lock_is_held(sig):
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["stopped", "mask []"]
 
+
+
+def test_an_ignored_stop_signal_stays_ignored():
+    """nohup: SIGTERM ignored before the service starts does not stop it."""
+    import subprocess
+    import sys
+
+    child = """
+import os, signal
+from pycgpu.core.interrupts import stop_event
+
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+with stop_event() as stop:
+    os.kill(os.getpid(), signal.SIGTERM)
+    print("ignored" if not stop.wait(0.5) else "stopped", flush=True)
+    os.kill(os.getpid(), signal.SIGINT)
+    print("stopped" if stop.wait(5) else "not stopped", flush=True)
+"""
+    r = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=20)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["ignored", "stopped"]

@@ -245,6 +245,28 @@ def test_the_plugin_reads_dmem_capacity_of_its_cgroup_root(tmp_path, monkeypatch
     assert "renderD129: 4 shares, 16G of memory (dmem)" in logs[-1]
 
 
+def test_without_the_gpu_controller_shares_carry_memory_limits_only(tmp_path, monkeypatch,
+                                                                     fake_sysfs, sockdir):
+    """A kernel with dmem and no gpu controller: a weight annotation would
+    make the hook refuse the container, so Allocate gives memory limits only."""
+    from conftest import FakeKernel
+
+    from pycgpu.core.devices import discover
+
+    fake = FakeKernel(tmp_path, controllers="cpu memory", memory=False,
+                      dmem={"drm/vgem/system": 16 * GIB})
+    fake.install(monkeypatch)
+    logs: list[str] = []
+    config, _ = sh.parse_config(["4"], 100, [])
+    plugin = DevicePlugin(config, StaticSource(discover(*fake_sysfs)), log=logs.append,
+                          plugin_dir=sockdir, sysfs_root=fake_sysfs[0], cgroup_root=fake.root)
+    plugin.refresh()
+    annotations = sh.grant(plugin.inventory()[0], ["renderD129-s0"]).annotations
+    assert ann.WEIGHT not in annotations
+    assert annotations[ann.MEMORY_MAX] == "renderD129=4G"
+    assert any("no gpu controller" in line for line in logs), logs
+
+
 def test_cli_inventory_on_a_dmem_kernel(tmp_path, monkeypatch, fake_sysfs):
     from conftest import Cli, FakeKernel
 

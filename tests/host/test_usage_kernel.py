@@ -272,13 +272,13 @@ def test_the_exporter_reports_every_region_with_its_capacity(tmp_path, monkeypat
     got = {(s.name, s.labels.get("cgroup"), s.labels.get("device"), s.labels.get("region")):
            s.value for f in text_string_to_metric_families(text) for s in f.samples}
     assert got[("pycgpu_gpu_memory_bytes", "/a", "226:128", None)] == 4096  # the sum
-    assert got[("pycgpu_gpu_memory_region_charged_bytes", "/a", "226:128", "vram0")] == 4096
-    assert got[("pycgpu_gpu_memory_region_charged_bytes", "/a", "226:128", "stolen")] == 0
-    assert got[("pycgpu_gpu_memory_region_max_bytes", "/a", "226:128", "vram0")] == 1 << 20
-    assert ("pycgpu_gpu_memory_region_max_bytes", "/a", "226:128", "stolen") not in got
+    assert got[("pycgpu_gpu_dmem_region_charged_bytes", "/a", "226:128", "vram0")] == 4096
+    assert got[("pycgpu_gpu_dmem_region_charged_bytes", "/a", "226:128", "stolen")] == 0
+    assert got[("pycgpu_gpu_dmem_region_max_bytes", "/a", "226:128", "vram0")] == 1 << 20
+    assert ("pycgpu_gpu_dmem_region_max_bytes", "/a", "226:128", "stolen") not in got
     assert ("pycgpu_gpu_memory_max_bytes", "/a", "226:128", None) not in got  # a region's own
-    assert got[("pycgpu_gpu_memory_region_limit_hits_total", "/a", "226:128", "vram0")] == 0
-    assert ("pycgpu_gpu_memory_region_charged_bytes", "/a", "226:129", "system") not in got
+    assert got[("pycgpu_gpu_dmem_region_limit_hits_total", "/a", "226:128", "vram0")] == 0
+    assert ("pycgpu_gpu_dmem_region_charged_bytes", "/a", "226:129", "system") not in got
     assert got[("pycgpu_gpu_device_memory_used_bytes", None, "226:128", None)] == 4096
     capacity = {k[2:]: v for k, v in got.items()
                 if k[0] == "pycgpu_gpu_device_memory_capacity_bytes"}

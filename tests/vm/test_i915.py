@@ -157,7 +157,7 @@ def test_gpucg_group(st_cgroups, mount):
     assert run.passed(), run.why()
     assert not failures(run), failures(run)
     for sub in ("compose", "request_priority", "inherit", "order", "runtime", "quantum",
-                "memory"):
+                "memory", "lmem_region"):
         assert any(f"igt_gpucg_{sub}" in line for line in run.log), f"igt_gpucg_{sub} did not run"
 
     # the request priority of each cgroup's context: what the file says,

@@ -200,3 +200,28 @@ def test_pycgpu_names_the_region_by_its_device(mount, vram):
     inv = json.loads(run("k8s", "inventory", "--shares", "4", "--json"))
     (gpu,) = [g for g in inv["gpus"] if g["device"] == node.name]
     assert (gpu["memory_from"], gpu["memory_per_share_bytes"]) == ("dmem", VRAM_MB * MB // 4)
+
+
+def test_requests_the_vram_cannot_serve(cgroup, mount, vram, reload_simgpu):
+    """Bad flags; a buffer larger than VRAM fails (or goes to system memory
+    with fallback) without evicting anyone; without vram=N the device has no
+    VRAM and its region leaves dmem.capacity."""
+    node, region = vram
+    with Worker(cgroup.path, node) as w:
+        mine = fill(w, 4)
+        for flags in (GEM_FALLBACK, 1 << 7, GEM_VRAM | 1 << 7):
+            with pytest.raises(OSError) as e:
+                w.alloc(BUF, flags)
+            assert e.value.errno == errno.EINVAL, flags
+        with pytest.raises(OSError) as e:
+            w.alloc(2 * VRAM_MB * MB, GEM_VRAM)
+        assert e.value.errno == errno.ENOMEM
+        h = w.alloc(2 * VRAM_MB * MB, EVERYWHERE)
+        assert w.placement(h) == PLACEMENT_SYSTEM
+        assert placements(w, mine) == [PLACEMENT_VRAM] * 4  # none evicted
+    (plain,) = reload_simgpu("devices=1")
+    assert str(region) not in (mount / "dmem.capacity").read_text()
+    with Worker(cgroup.path, plain) as w:
+        with pytest.raises(OSError) as e:
+            w.alloc(BUF, GEM_VRAM)
+        assert e.value.errno == errno.ENODEV

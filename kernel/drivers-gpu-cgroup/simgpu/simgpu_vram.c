@@ -61,6 +61,7 @@
 struct simgpu_vram {
 	struct ttm_device	bdev;
 	struct drm_device	*drm;
+	u64			size;
 };
 
 struct simgpu_bo {
@@ -168,6 +169,7 @@ int simgpu_vram_init(struct drm_device *drm, u64 size,
 	if (!v)
 		return -ENOMEM;
 	v->drm = drm;
+	v->size = size;
 	ret = ttm_device_init(&v->bdev, &simgpu_ttm_funcs, drm->dev,
 			      drm->anon_inode->i_mapping,
 			      drm->vma_offset_manager, 0);
@@ -231,7 +233,9 @@ static void simgpu_bo_destroy(struct ttm_buffer_object *tbo)
  * Context: process context; may sleep (eviction).
  *
  * Return: 0, -ENOMEM when VRAM (or the cgroup's dmem.max) has no room after
- * eviction and @fallback is not set, or another negative errno.
+ * eviction, or the buffer is larger than VRAM, and @fallback is not set
+ * (with it, such a buffer is placed in system memory), or another negative
+ * errno.
  */
 int simgpu_vram_gem_create(struct simgpu_vram *vram, struct drm_file *file,
 			   u64 size, bool fallback, u32 *handle, u64 *out_size)
@@ -245,13 +249,21 @@ int simgpu_vram_gem_create(struct simgpu_vram *vram, struct drm_file *file,
 	struct simgpu_bo *bo;
 	int ret;
 
+	/* larger than VRAM: TTM would evict every buffer it can, then fail */
+	if (size > vram->size) {
+		if (!fallback)
+			return -ENOMEM;
+		placement.num_placement = 1;
+		placement.placement = &simgpu_system_place;
+	}
 	bo = kzalloc_obj(*bo);
 	if (!bo)
 		return -ENOMEM;
 	bo->tbo.base.funcs = &simgpu_bo_gem_funcs;
 	drm_gem_private_object_init(vram->drm, &bo->tbo.base, size);
 	/* on failure TTM calls simgpu_bo_destroy(), which frees @bo */
-	ret = ttm_bo_init_validate(&vram->bdev, &bo->tbo, ttm_bo_type_device,
+	/* a kernel buffer to TTM: no one maps it, so it needs no mmap offset */
+	ret = ttm_bo_init_validate(&vram->bdev, &bo->tbo, ttm_bo_type_kernel,
 				   &placement, 0, true, NULL, NULL,
 				   simgpu_bo_destroy);
 	if (ret)

@@ -117,8 +117,10 @@ def inventory(state: State, shares: tuple[str, ...], weight_per_share: int,
     config, warnings = make_config(shares, weight_per_share, memory, only)
     try:
         regions = state.memory()
-    except click.ClickException:  # no cgroup2 tree: sizes from sysfs and the options
+    except click.ClickException as e:  # no cgroup2 tree, or dmem.capacity unreadable
         regions = None
+        warnings.append(f"no memory region sizes ({e.message}): sizes from sysfs and the "
+                        f"options only")
     inv = sh.build(state.devices(), config, state.sysfs_root, regions)
     warnings += inv.warnings
     for w in warnings:

@@ -22,6 +22,7 @@
 #include <linux/kdev_t.h>
 
 #include <drm/drm_ioctl.h>
+#include <drm/ttm/ttm_resource.h>
 
 #include "gem/i915_gem_dmabuf.h"
 #include "gem/i915_gem_internal.h"
@@ -628,23 +629,19 @@ static char *st_memory_key(struct drm_i915_private *i915)
 }
 #endif
 
-/* The value on the test device's line of ST_MEMORY_CURRENT, or -errno. */
-static s64 st_memory_current(struct drm_i915_private *i915)
+/* The value on the line "@key VALUE" of the file @path, -ENOENT, or -errno. */
+static s64 st_keyed_value(const char *path, const char *key)
 {
-	char *path, *key, *buf, *line, *next, *val;
+	char *buf, *line, *next, *val;
 	struct file *f;
 	loff_t pos = 0;
-	s64 ret = 0;
 	ssize_t len;
+	s64 ret;
 	u64 bytes;
 
-	path = kasprintf(GFP_KERNEL, ST_MEMORY_CURRENT, i915_selftest.gpucg);
-	key = st_memory_key(i915);
 	buf = kzalloc(PAGE_SIZE, GFP_KERNEL);
-	if (!path || !key || !buf) {
-		ret = -ENOMEM;
-		goto out;
-	}
+	if (!buf)
+		return -ENOMEM;
 	f = filp_open(path, O_RDONLY, 0);
 	if (IS_ERR(f)) {
 		pr_err("i915_gpucg: %s: %ld\n", path, PTR_ERR(f));
@@ -669,10 +666,27 @@ static s64 st_memory_current(struct drm_i915_private *i915)
 		if (!strcmp(line, key) && !kstrtou64(val, 10, &bytes))
 			ret = bytes;
 	}
+out:
+	kfree(buf);
+	return ret;
+}
+
+/* The value on the test device's line of ST_MEMORY_CURRENT, or -errno. */
+static s64 st_memory_current(struct drm_i915_private *i915)
+{
+	char *path, *key;
+	s64 ret;
+
+	path = kasprintf(GFP_KERNEL, ST_MEMORY_CURRENT, i915_selftest.gpucg);
+	key = st_memory_key(i915);
+	if (!path || !key) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	ret = st_keyed_value(path, key);
 	if (ret == -ENOENT)
 		pr_err("i915_gpucg: no line %s in %s\n", key, path);
 out:
-	kfree(buf);
 	kfree(key);
 	kfree(path);
 	return ret;
@@ -828,6 +842,73 @@ out_memory:
 	return err;
 }
 
+/*
+ * Local memory (7.3): a TTM region of the device, here a mock one, is a
+ * dmem region "drm/<device>/<uabi name>" of its size from its creation
+ * (listed in the root's dmem.capacity) to its destruction. The mock's
+ * objects get their pages from the region's manager directly
+ * (intel_region_ttm_resource_alloc()), not through a TTM placement, so
+ * they are charged by no region: the charge at placement is TTM's, run on
+ * simgpu's simulated VRAM by tests/vm/test_vram.py.
+ */
+static int igt_gpucg_lmem_region(void *arg)
+{
+#if !IS_ENABLED(CONFIG_CGROUP_GPU_MEMORY)
+	const char *capacity = "/sys/fs/cgroup/dmem.capacity";
+	struct drm_i915_private *i915 = arg;
+	struct intel_memory_region *mr;
+	unsigned int regions;
+	char *key;
+	s64 size;
+	int err = 0;
+
+	if (!i915_selftest.gpucg)
+		return 0;
+	regions = i915->drm.dmem_regions;
+	mr = mock_region_create(i915, 0, SZ_4M, PAGE_SIZE, 0, 0);
+	if (IS_ERR(mr))
+		return PTR_ERR(mr);
+	if (!mr->dmem) {
+		pr_err("region %s is not registered with dmem\n", mr->uabi_name);
+		err = -EINVAL;
+		goto out_region;
+	}
+	/* what makes TTM charge its placements to the region */
+	if (((struct ttm_resource_manager *)mr->region_private)->cg != mr->dmem) {
+		pr_err("region %s: its TTM manager charges no dmem region\n",
+		       mr->uabi_name);
+		err = -EINVAL;
+		goto out_region;
+	}
+	key = kasprintf(GFP_KERNEL, "drm/%s/%s", i915->drm.unique, mr->uabi_name);
+	if (!key) {
+		err = -ENOMEM;
+		goto out_region;
+	}
+	size = st_keyed_value(capacity, key);
+	if (size != SZ_4M || i915->drm.dmem_regions != regions + 1) {
+		pr_err("region %s: capacity %lld, %u driver regions (expected %d, %u)\n",
+		       key, size, i915->drm.dmem_regions, SZ_4M, regions + 1);
+		err = -EINVAL;
+	}
+	intel_memory_region_destroy(mr);
+	mr = NULL;
+	size = st_keyed_value(capacity, key);
+	if (!err && (size != -ENOENT || i915->drm.dmem_regions != regions)) {
+		pr_err("region %s still listed after its destruction (%lld)\n",
+		       key, size);
+		err = -EINVAL;
+	}
+	kfree(key);
+out_region:
+	if (mr)
+		intel_memory_region_destroy(mr);
+	return err;
+#else
+	return 0;	/* 6.12: the gpu controller's own memory, no dmem */
+#endif
+}
+
 int i915_gpucg_mock_selftests(void)
 {
 	static const struct i915_subtest tests[] = {
@@ -838,6 +919,7 @@ int i915_gpucg_mock_selftests(void)
 		SUBTEST(igt_gpucg_runtime),
 		SUBTEST(igt_gpucg_quantum),
 		SUBTEST(igt_gpucg_memory),
+		SUBTEST(igt_gpucg_lmem_region),
 	};
 	struct drm_i915_private *i915;
 	struct intel_engine_cs *engine;
