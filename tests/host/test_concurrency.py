@@ -329,6 +329,10 @@ import os, signal, sys, time
 from pycgpu.core.interrupts import stop_event
 
 sig = signal.Signals[sys.argv[1]]
+# as in a terminal, whatever the test's parent left (a background job of a
+# non-interactive shell starts with SIGINT ignored)
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
 with stop_event() as stop:
     # the moment a Python handler calling stop.set() deadlocks on: the
     # signal arrives while this thread holds the event's own lock
@@ -364,6 +368,7 @@ import os, signal
 from pycgpu.core.interrupts import stop_event
 
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
+signal.signal(signal.SIGINT, signal.default_int_handler)  # whatever the parent left
 with stop_event() as stop:
     os.kill(os.getpid(), signal.SIGTERM)
     print("ignored" if not stop.wait(0.5) else "stopped", flush=True)
