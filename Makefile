@@ -39,14 +39,15 @@ VM_CORE_TESTS := tests/vm/test_controller.py tests/vm/test_sched.py tests/vm/tes
 	tests/vm/test_sched_shapes.py tests/vm/test_sched_inherit.py
 ifeq ($(PYCGPU_BASE),7.3)
 test-base: TESTS = $(VM_CORE_TESTS)
-test-base: check-drivers test-vm test-i915 test-kunit test-nogpu
+test-base: check-drivers test-vm test-i915 test-kunit
 else
 test-base: check-drivers test-vm test-i915
 endif
 
-test-7.3-rest: ## the 7.3 VM tests that make test leaves out (memory, delegation, runtimes, monitoring, ...)
+test-7.3-rest: ## the 7.3 VM tests that make test leaves out (memory, VRAM, delegation, runtimes, monitoring, no gpu controller, ...)
 	$(MAKE) --no-print-directory PYCGPU_BASE=7.3 test-vm \
 		TESTS="$(filter-out $(VM_CORE_TESTS),$(wildcard tests/vm/test_*.py))"
+	$(MAKE) --no-print-directory PYCGPU_BASE=7.3 test-nogpu
 
 test-host: venv ## host tier: pytest, no root, no VM
 	$(PY) -m pytest tests/host
