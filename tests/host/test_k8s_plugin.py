@@ -228,19 +228,28 @@ def test_dmem_capacity_sizes_the_shares(fake_sysfs):
     assert inv.gpus["renderD129"].memory_from == "sysfs"
 
 
-def test_the_plugin_reads_dmem_capacity_of_its_cgroup_root(tmp_path, monkeypatch, fake_sysfs,
-                                                          sockdir):
+def dmem_plugin(tmp_path, monkeypatch, fake_sysfs, sockdir, controllers: str
+                ) -> tuple[DevicePlugin, list[str]]:
+    """A plugin (4 shares per GPU) refreshed once on a fake dmem kernel with
+    @controllers, vgem's system region 16 GiB; and its log."""
     from conftest import FakeKernel
 
     from pycgpu.core.devices import discover
 
-    fake = FakeKernel(tmp_path, memory=False, dmem={"drm/vgem/system": 16 * GIB})
+    fake = FakeKernel(tmp_path, controllers=controllers, memory=False,
+                      dmem={"drm/vgem/system": 16 * GIB})
     fake.install(monkeypatch)
     logs: list[str] = []
     config, _ = sh.parse_config(["4"], 100, [])
     plugin = DevicePlugin(config, StaticSource(discover(*fake_sysfs)), log=logs.append,
                           plugin_dir=sockdir, sysfs_root=fake_sysfs[0], cgroup_root=fake.root)
     plugin.refresh()
+    return plugin, logs
+
+
+def test_the_plugin_reads_dmem_capacity_of_its_cgroup_root(tmp_path, monkeypatch, fake_sysfs,
+                                                          sockdir):
+    plugin, logs = dmem_plugin(tmp_path, monkeypatch, fake_sysfs, sockdir, "cpu memory gpu")
     assert plugin.inventory()[0].gpus["renderD129"].memory_max(1) == 4 * GIB
     assert "renderD129: 4 shares, 16G of memory (dmem)" in logs[-1]
 
@@ -249,18 +258,7 @@ def test_without_the_gpu_controller_shares_carry_memory_limits_only(tmp_path, mo
                                                                      fake_sysfs, sockdir):
     """A kernel with dmem and no gpu controller: a weight annotation would
     make the hook refuse the container, so Allocate gives memory limits only."""
-    from conftest import FakeKernel
-
-    from pycgpu.core.devices import discover
-
-    fake = FakeKernel(tmp_path, controllers="cpu memory", memory=False,
-                      dmem={"drm/vgem/system": 16 * GIB})
-    fake.install(monkeypatch)
-    logs: list[str] = []
-    config, _ = sh.parse_config(["4"], 100, [])
-    plugin = DevicePlugin(config, StaticSource(discover(*fake_sysfs)), log=logs.append,
-                          plugin_dir=sockdir, sysfs_root=fake_sysfs[0], cgroup_root=fake.root)
-    plugin.refresh()
+    plugin, logs = dmem_plugin(tmp_path, monkeypatch, fake_sysfs, sockdir, "cpu memory")
     annotations = sh.grant(plugin.inventory()[0], ["renderD129-s0"]).annotations
     assert ann.WEIGHT not in annotations
     assert annotations[ann.MEMORY_MAX] == "renderD129=4G"
