@@ -2,21 +2,37 @@
 
 Allocates and frees 4 KiB dumb buffers on vgem from a process in the root
 cgroup (charged to the root's totals, against no limit) and from one in a
-4-level nested cgroup with a limit at every level (charged at 4 levels),
-alternating the two in rounds so that both see the same machine. The
-limits are gpu.memory.max on 6.12 and dmem.max of vgem's region on 7.3,
-whichever the kernel has (pycgpu.core.memory). Prints ns/op for both and
-their ratio; writes bench/results/memory.json (6.12) or memory-7.3.json
-(7.3) with charge_overhead_ratio.
+4-level nested cgroup with a limit at every level (charged at 4 levels).
+The limits are gpu.memory.max on 6.12 and dmem.max of vgem's region on 7.3,
+whichever the kernel has (pycgpu.core.memory).
+
+An operation takes about a millisecond in the VM (a shmem file per
+buffer, under lockdep and TCG), and the machine's speed moves by half from
+one second to the next, far more than a charge costs. So three workers
+stay up for the whole run, two in the root and one in the nested cgroup,
+and take turns in blocks of BENCH_MEMORY_OPS operations (a fifth of a
+second). A block runs slower in some places of a round than in others
+(the first after the pause, by about 8%), so the three take every place
+once in a cycle of three rounds: a cycle's ratio is the nested worker's
+time over the mean of the two root workers' times, and
+charge_overhead_ratio is the median over the cycles of
+BENCH_MEMORY_ROUNDS rounds. noise_ratio, the median of the second root
+worker's time over the first's, is what the same estimate gives with no
+difference at all: how steady the machine was.
+
+Prints ns/op for both, the ratios and their spread; writes
+bench/results/memory.json (6.12) or memory-7.3.json (7.3).
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import sys
 import time
 import uuid
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 from common import BASE, median, save, table  # first: it puts tests/ on sys.path
@@ -28,8 +44,8 @@ from pycgpu.core.drm import driver_version
 from pycgpu.core.formats import DevT
 from pycgpu.core.memory import detect
 
-OPS = int(os.environ.get("BENCH_MEMORY_OPS", "4000"))
-ROUNDS = int(os.environ.get("BENCH_MEMORY_ROUNDS", "7"))
+OPS = int(os.environ.get("BENCH_MEMORY_OPS", "200"))
+ROUNDS = int(os.environ.get("BENCH_MEMORY_ROUNDS", "60"))
 
 
 def vgem_nodes() -> tuple[Path, str]:
@@ -47,24 +63,39 @@ def vgem_nodes() -> tuple[Path, str]:
     return nodes["card"], f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}"
 
 
-def _loop(cgroup: Path, card: Path, ops: int, out) -> None:
+def _worker(cgroup: Path, card: Path, conn: Connection) -> None:
+    """Moves into @cgroup, then times each block of operations asked for
+    on @conn (a count; 0 ends it) and answers with the ns per operation."""
     (cgroup / "cgroup.procs").write_text(str(os.getpid()))
     with BufferNode(card) as drm:
         for _ in range(50):  # warm up
             drm.destroy_dumb(drm.create_dumb(1024, 1, 32).handle)
-        t0 = time.perf_counter_ns()
-        for _ in range(ops):
-            drm.destroy_dumb(drm.create_dumb(1024, 1, 32).handle)
-        out.send((time.perf_counter_ns() - t0) / ops)
+        conn.send(0.0)
+        while ops := conn.recv():
+            t0 = time.perf_counter_ns()
+            for _ in range(ops):
+                drm.destroy_dumb(drm.create_dumb(1024, 1, 32).handle)
+            conn.send((time.perf_counter_ns() - t0) / ops)
 
 
-def run_in(cgroup: Path, card: Path) -> float:
-    parent, child = mp.Pipe()
-    p = mp.get_context("fork").Process(target=_loop, args=(cgroup, card, OPS, child))
-    p.start()
-    ns = parent.recv()
-    p.join()
-    return ns
+class Worker:
+    def __init__(self, cgroup: Path, card: Path) -> None:
+        self.conn, child = mp.Pipe()
+        self.proc = mp.get_context("fork").Process(target=_worker, args=(cgroup, card, child))
+        self.proc.start()
+        self.conn.recv()  # in its cgroup, warmed up
+
+    def block(self, ops: int) -> float:
+        self.conn.send(ops)
+        return float(self.conn.recv())
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):  # it died: its error is on stderr already
+            self.conn.send(0)
+        self.proc.join(timeout=30)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
 
 
 def main() -> int:
@@ -82,22 +113,37 @@ def main() -> int:
         while cg is not None and not cg.is_root:
             cg.write(region.file("max"), region.write(1 << 30))
             cg = cg.parent
-        root_ns, nested_ns = [], []
-        for _ in range(ROUNDS):
-            root_ns.append(run_in(mount, card))
-            nested_ns.append(run_in(leaf.path, card))
+        workers = [Worker(mount, card), Worker(leaf.path, card), Worker(mount, card)]
+        root_ns, nested_ns, ratios, noise = [], [], [], []
+        try:
+            for _ in range(max(1, ROUNDS // 3)):
+                spent = {id(w): 0.0 for w in workers}
+                for shift in range(3):  # each worker in each place once
+                    for w in workers[shift:] + workers[:shift]:
+                        spent[id(w)] += w.block(OPS)
+                first, nested, second = (spent[id(w)] / 3 for w in workers)
+                root_ns += [first, second]
+                nested_ns.append(nested)
+                ratios.append(nested / ((first + second) / 2))
+                noise.append(second / first)
+        finally:
+            for w in workers:
+                w.stop()
         current = [line for line in leaf.read(region.file("current")).splitlines()
                    if line.startswith(region.kernel_key + " ")]
     finally:
         top.remove(recursive=True)
-    ratio = median(nested_ns) / median(root_ns)
+    ratio = median(ratios)
     table(
         f"bench-memory ({BASE}, {region.file('max')}): alloc+free of a 4 KiB vgem buffer, "
-        f"{OPS} ops x {ROUNDS} rounds",
+        f"blocks of {OPS} ops, root / nested / root in every order, {ROUNDS // 3} cycles",
         [
             ("root cgroup (no limit)", f"{median(root_ns):,.0f} ns/op"),
             ("4-level nested, limits at each", f"{median(nested_ns):,.0f} ns/op"),
-            ("charge_overhead_ratio", f"{ratio:.3f}"),
+            ("charge_overhead_ratio",
+             f"{ratio:.3f} (cycles {min(ratios):.3f} to {max(ratios):.3f})"),
+            ("noise_ratio (root / root)",
+             f"{median(noise):.3f} (cycles {min(noise):.3f} to {max(noise):.3f})"),
             ("leaf usage after the run", " ".join(current)),
         ],
     )
@@ -105,11 +151,13 @@ def main() -> int:
         "base": BASE,
         "interface": regions.kind,
         "charge_overhead_ratio": round(ratio, 4),
+        "charge_overhead_ratio_cycles": [round(x, 4) for x in ratios],
+        "noise_ratio": round(median(noise), 4),
         "root_ns_per_op": round(median(root_ns)),
         "nested_ns_per_op": round(median(nested_ns)),
-        "root_ns_rounds": [round(x) for x in root_ns],
-        "nested_ns_rounds": [round(x) for x in nested_ns],
-        "ops_per_round": OPS,
+        "root_ns_cycles": [round(x) for x in root_ns],
+        "nested_ns_cycles": [round(x) for x in nested_ns],
+        "ops_per_block": OPS,
     })
     return 0
 

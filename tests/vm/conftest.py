@@ -23,6 +23,19 @@ if not os.environ.get("PYCGPU_IN_VM"):
 
 ROBUSTNESS = Path(__file__).resolve().parents[2] / "bench" / "results" / "robustness.json"
 
+# Marks of tests that leave the kernel changed for the rest of the boot:
+# i915's mock selftests taint it and leave their lock classes and memory
+# behind, the KUnit suites taint it. make test runs them in the same boot
+# as the rest of a base's VM tests, after everything else, in this order.
+RUN_LAST = ("i915", "kunit")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        return next((n + 1 for n, mark in enumerate(RUN_LAST) if item.get_closest_marker(mark)), 0)
+
+    items.sort(key=rank)  # stable: the rest keep their order
+
 
 @pytest.fixture(scope="session")
 def mount() -> Path:

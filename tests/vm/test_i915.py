@@ -43,7 +43,8 @@ STRIDE = 2047  # I915_PRIORITY_CGROUP_STRIDE: the user priority scale's size
 CONTEXT_PRIORITY = 7  # what igt_gpucg_request_priority gives its contexts
 
 # i915's mock suite taints the kernel and leaves its lock classes and memory
-# behind: make test boots a VM of its own for it (make test-i915).
+# behind: conftest runs it after every other test of its boot (make test
+# runs it at the end of each base's boot; make test-i915 alone).
 pytestmark = [
     pytest.mark.i915,
     pytest.mark.skipif(
@@ -157,7 +158,7 @@ def test_gpucg_group(st_cgroups, mount):
     assert run.passed(), run.why()
     assert not failures(run), failures(run)
     for sub in ("compose", "request_priority", "inherit", "order", "runtime", "quantum",
-                "memory", "lmem_region"):
+                "memory", "lmem_region", "lmem_charge"):
         assert any(f"igt_gpucg_{sub}" in line for line in run.log), f"igt_gpucg_{sub} did not run"
 
     # the request priority of each cgroup's context: what the file says,
@@ -204,6 +205,18 @@ def test_gpucg_group(st_cgroups, mount):
     total = 28 * os.sysconf("SC_PAGE_SIZE")
     assert any(f"memory charged {total} of {total}, left 0" in line for line in run.log), (
         run.lines("i915_gpucg: memory"))
+
+    # 7.3: an i915 TTM object in a region registered with dmem is charged
+    # to mem when TTM places it (not at creation), a placement over
+    # dmem.max is refused and charges nothing, the free uncharges it
+    if os.environ.get("PYCGPU_BASE") == "7.3":
+        m = next((re.search(r"lmem charge \S+: created (-?\d+) placed (-?\d+) over the limit "
+                            r"(-?\d+) \((-?\d+)\) freed (-?\d+)", line)
+                  for line in run.lines("i915_gpucg: lmem charge")), None)
+        assert m is not None, run.lines("i915_gpucg: lmem")
+        created, placed, over, refused, freed = map(int, m.groups())
+        assert (created, placed, refused, freed) == (0, 1 << 20, 1 << 20, 0), m[0]
+        assert over < 0, m[0]
 
 
 def test_gpucg_group_without_cgroups_skips_what_needs_them():

@@ -36,22 +36,35 @@ GLOBAL = "podman --cgroup-manager cgroupfs --storage-driver vfs --events-backend
 MB = 1 << 20
 
 
-@pytest.fixture
-def shell(tmp_path, mount, simgpu_nodes) -> Iterator[Shell]:
+@pytest.fixture(scope="module")
+def podman_setup(tmp_path_factory, mount, simgpu_nodes) -> Iterator[Shell]:
+    """The recipe's setup (image, parent group, CDI spec) once for the
+    file, and its cleanup after the last test: the setup takes most of a
+    minute under emulation, and the tests share it as a user would."""
     assert mount == Path("/sys/fs/cgroup"), "the recipes write to /sys/fs/cgroup"
     tag = uuid.uuid4().hex[:8]
     variables = recipe_vars(recipe_blocks()["podman:vars"])
     variables.update(GPU=simgpu_nodes[0].name, PARENT=f"pycgpu-test-{tag}",
                      CTR=f"pycgpu-test-{tag}", IMAGE=f"localhost/pycgpu-test-{tag}")
-    sh = Shell(tmp_path, variables)
+    sh = Shell(tmp_path_factory.mktemp("podman"), variables)
     sh.run(recipe_blocks()["podman:setup"])
     yield sh
     subprocess.run(f"{GLOBAL} rm -f -a", shell=True, capture_output=True, timeout=TIMEOUT)
-    subprocess.run(sh.argv(recipe_blocks()["podman:cleanup"]), cwd=tmp_path, env=sh.env,
+    subprocess.run(sh.argv(recipe_blocks()["podman:cleanup"]), cwd=sh.workdir, env=sh.env,
                    capture_output=True, timeout=TIMEOUT)
     parent = Cgroup(mount, variables["PARENT"])
     if parent.exists():
         parent.remove(recursive=True)
+
+
+@pytest.fixture
+def shell(podman_setup, mount) -> Iterator[Shell]:
+    """The shared setup; every container gone after each test, with its
+    cgroup (podman's cleanup of an exited container may lag)."""
+    yield podman_setup
+    subprocess.run(f"{GLOBAL} rm -f -a", shell=True, capture_output=True, timeout=TIMEOUT)
+    for cg in container_cgroups(mount, podman_setup):
+        cg.remove(recursive=True)
 
 
 def container_cgroups(mount: Path, shell: Shell) -> list[Cgroup]:

@@ -358,7 +358,11 @@ KUNIT_ARRAY_PARAM(cg_shape, cg_shape_cases, cg_shape_desc);
  * time used, within 5 points. Its demand includes the latency of a kthread
  * between two jobs, a millisecond under emulation. A shallow client that
  * thinks more than twice as long as its job runs is not waited for: the
- * engine is as busy as with the deep client alone, within 5 points. Deep
+ * engine is as busy as with the deep client alone, within 10 points (two
+ * runs seconds apart differ by that much under emulation on a loaded host:
+ * 66% and 72% once; waiting for the client's return would leave the engine
+ * idle for most of its 20 ms of think time in every 22 ms, and holding one
+ * window per job would cost 5 points, within the noise either way). Deep
  * jobs much shorter than the think time fit in its gaps: the deep client
  * gets at least a third of what it gets alone in the time the shallow one
  * leaves (holding the engine whole would give it a tenth of the time used;
@@ -414,7 +418,7 @@ static void drm_sched_cgroup_shapes(struct kunit *test)
 			   c->description, cg_busy_pct(&deep[0]));
 	}
 	if (c->think_pct > 200)
-		KUNIT_EXPECT_GE(test, busy + 5, cg_busy_pct(&deep[0]));
+		KUNIT_EXPECT_GE(test, busy + 10, cg_busy_pct(&deep[0]));
 	if (c->deep_job_us)
 		KUNIT_EXPECT_GE(test, 300 * cg_busy_pct(&both[1]),
 				cg_busy_pct(&deep[0]) * (100 - demand));

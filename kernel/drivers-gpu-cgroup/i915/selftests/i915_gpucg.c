@@ -22,11 +22,13 @@
 #include <linux/kdev_t.h>
 
 #include <drm/drm_ioctl.h>
+#include <drm/ttm/ttm_placement.h>
 #include <drm/ttm/ttm_resource.h>
 
 #include "gem/i915_gem_dmabuf.h"
 #include "gem/i915_gem_internal.h"
 #include "gem/i915_gem_region.h"
+#include "gem/i915_gem_ttm.h"
 #include "gem/selftests/mock_context.h"
 #include "gt/intel_engine_user.h"
 #include "gt/intel_gpu_commands.h"
@@ -37,6 +39,7 @@
 #include "i915_selftest.h"
 #include "igt_flush_test.h"
 #include "igt_spinner.h"
+#include "intel_region_ttm.h"
 #include "lib_sw_fence.h"
 #include "mock_drm.h"
 #include "mock_gem_device.h"
@@ -848,8 +851,8 @@ out_memory:
  * (listed in the root's dmem.capacity) to its destruction. The mock's
  * objects get their pages from the region's manager directly
  * (intel_region_ttm_resource_alloc()), not through a TTM placement, so
- * they are charged by no region: the charge at placement is TTM's, run on
- * simgpu's simulated VRAM by tests/vm/test_vram.py.
+ * they are charged by no region; igt_gpucg_lmem_charge() places i915's
+ * TTM objects in such a region.
  */
 static int igt_gpucg_lmem_region(void *arg)
 {
@@ -909,6 +912,180 @@ out_region:
 #endif
 }
 
+#if !IS_ENABLED(CONFIG_CGROUP_GPU_MEMORY)
+/* Writes @buf to the file @path (a cgroup's dmem.max), or returns -errno. */
+static int st_write(const char *path, const char *buf)
+{
+	struct file *f;
+	loff_t pos = 0;
+	ssize_t len;
+
+	f = filp_open(path, O_WRONLY, 0);
+	if (IS_ERR(f))
+		return PTR_ERR(f);
+	len = kernel_write(f, buf, strlen(buf), &pos);
+	fput(f);
+	return len < 0 ? len : 0;
+}
+
+static int st_ttm_region_release(struct intel_memory_region *mem)
+{
+	struct drm_i915_private *i915 = mem->i915;
+	int instance = mem->instance;
+	int ret;
+
+	ret = intel_region_ttm_fini(mem);
+	ida_free(&i915->selftest.mock_region_instances, instance);
+	return ret;
+}
+
+/*
+ * A mock region whose objects are i915's TTM objects, as local memory's
+ * are: created in a system placement, moved into the region by TTM when
+ * their pages are wanted. It has no CPU window (io_size 0), which a move
+ * from an empty system placement does not need.
+ */
+static const struct intel_memory_region_ops st_ttm_region_ops = {
+	.init = intel_region_ttm_init,
+	.release = st_ttm_region_release,
+	.init_object = __i915_gem_ttm_object_init,
+};
+
+static struct intel_memory_region *
+st_ttm_region_create(struct drm_i915_private *i915, resource_size_t size)
+{
+	int instance = ida_alloc_max(&i915->selftest.mock_region_instances,
+				     TTM_NUM_MEM_TYPES - TTM_PL_PRIV - 1,
+				     GFP_KERNEL);
+
+	if (instance < 0)
+		return ERR_PTR(instance);
+	return intel_memory_region_create(i915, 0, size, PAGE_SIZE, 0, 0,
+					  INTEL_MEMORY_MOCK, instance,
+					  &st_ttm_region_ops);
+}
+
+/*
+ * Pins the pages of a new object of @size in @mr: TTM places it in the
+ * region (ttm_bo_validate()), charging the region's dmem pool of the
+ * cgroup modprobe runs in. Returns the object, or an ERR_PTR.
+ */
+static struct drm_i915_gem_object *
+st_ttm_object_placed(struct intel_memory_region *mr, resource_size_t size)
+{
+	struct drm_i915_gem_object *obj;
+	int err;
+
+	obj = i915_gem_object_create_region(mr, size, 0, 0);
+	if (IS_ERR(obj))
+		return obj;
+	err = i915_gem_object_pin_pages_unlocked(obj);
+	if (err) {
+		i915_gem_object_put(obj);
+		return ERR_PTR(err);
+	}
+	return obj;
+}
+
+static void st_ttm_object_free(struct drm_i915_gem_object *obj)
+{
+	i915_gem_object_unpin_pages(obj);
+	i915_gem_object_put(obj);
+}
+#endif
+
+/*
+ * Local memory's charge (7.3): an i915 TTM object in a region registered
+ * with dmem (a mock one with the TTM object ops local memory has) is
+ * charged to the region's pool of the allocating task's cgroup
+ * (<st_gpucg>/mem) when TTM places it, not when it is created (in a system
+ * placement), and uncharged when freed; with dmem.max at what one object
+ * takes, a second object's placement is refused while the first is pinned
+ * (nothing to evict) and charges nothing.
+ */
+static int igt_gpucg_lmem_charge(void *arg)
+{
+#if !IS_ENABLED(CONFIG_CGROUP_GPU_MEMORY)
+	struct drm_i915_private *i915 = arg;
+	struct drm_i915_gem_object *obj, *over;
+	struct intel_memory_region *mr;
+	char *key, *current_path, *max_path, *limit;
+	s64 before, created, placed, refused, after;
+	int err = 0;
+
+	if (!i915_selftest.gpucg)
+		return 0;
+	mr = st_ttm_region_create(i915, SZ_4M);
+	if (IS_ERR(mr))
+		return PTR_ERR(mr);
+	if (!mr->dmem) {
+		pr_info("i915_gpucg: lmem charge: no dmem cgroup controller, skipped\n");
+		goto out_region;
+	}
+	key = kasprintf(GFP_KERNEL, "drm/%s/%s", i915->drm.unique, mr->uabi_name);
+	current_path = kasprintf(GFP_KERNEL, "/sys/fs/cgroup%s/mem/dmem.current",
+				 i915_selftest.gpucg);
+	max_path = kasprintf(GFP_KERNEL, "/sys/fs/cgroup%s/mem/dmem.max",
+			     i915_selftest.gpucg);
+	limit = kasprintf(GFP_KERNEL, "%s %u", key, SZ_1M);
+	if (!key || !current_path || !max_path || !limit) {
+		err = -ENOMEM;
+		goto out_strings;
+	}
+
+	before = st_keyed_value(current_path, key);
+	obj = i915_gem_object_create_region(mr, SZ_1M, 0, 0);
+	if (IS_ERR(obj)) {
+		err = PTR_ERR(obj);
+		goto out_strings;
+	}
+	created = st_keyed_value(current_path, key);
+	i915_gem_object_put(obj);
+
+	obj = st_ttm_object_placed(mr, SZ_1M);
+	if (IS_ERR(obj)) {
+		err = PTR_ERR(obj);
+		goto out_strings;
+	}
+	placed = st_keyed_value(current_path, key);
+
+	err = st_write(max_path, limit);
+	if (err) {
+		pr_err("i915_gpucg: writing %s: %d\n", max_path, err);
+		st_ttm_object_free(obj);
+		goto out_strings;
+	}
+	over = st_ttm_object_placed(mr, SZ_1M);
+	refused = st_keyed_value(current_path, key);
+	if (!IS_ERR(over))
+		st_ttm_object_free(over);
+
+	st_ttm_object_free(obj);
+	i915_gem_drain_freed_objects(i915);
+	after = st_keyed_value(current_path, key);
+	pr_info("i915_gpucg: lmem charge %s: created %lld placed %lld over the limit %ld (%lld) freed %lld\n",
+		key, created - before, placed - before,
+		IS_ERR(over) ? PTR_ERR(over) : 0L, refused - before,
+		after - before);
+	if (before < 0 || created != before || placed - before != SZ_1M ||
+	    !IS_ERR(over) || refused != placed || after != before) {
+		pr_err("i915_gpucg: lmem charge: want 0 at creation, %u placed, a refusal charging nothing over the limit, 0 after the free\n",
+		       SZ_1M);
+		err = -EINVAL;
+	}
+out_strings:
+	kfree(limit);
+	kfree(max_path);
+	kfree(current_path);
+	kfree(key);
+out_region:
+	intel_memory_region_destroy(mr);
+	return err;
+#else
+	return 0;	/* 6.12: the gpu controller's own memory, no dmem */
+#endif
+}
+
 int i915_gpucg_mock_selftests(void)
 {
 	static const struct i915_subtest tests[] = {
@@ -920,6 +1097,7 @@ int i915_gpucg_mock_selftests(void)
 		SUBTEST(igt_gpucg_quantum),
 		SUBTEST(igt_gpucg_memory),
 		SUBTEST(igt_gpucg_lmem_region),
+		SUBTEST(igt_gpucg_lmem_charge),
 	};
 	struct drm_i915_private *i915;
 	struct intel_engine_cs *engine;
