@@ -12,13 +12,15 @@ one second to the next, far more than a charge costs. So three workers
 stay up for the whole run, two in the root and one in the nested cgroup,
 and take turns in blocks of BENCH_MEMORY_OPS operations (a fifth of a
 second). A block runs slower in some places of a round than in others
-(the first after the pause, by about 8%), so the three take every place
-once in a cycle of three rounds: a cycle's ratio is the nested worker's
-time over the mean of the two root workers' times, and
-charge_overhead_ratio is the median over the cycles of
-BENCH_MEMORY_ROUNDS rounds. noise_ratio, the median of the second root
-worker's time over the first's, is what the same estimate gives with no
-difference at all: how steady the machine was.
+(with the nested worker always in the middle, the root worker that went
+first was about 8% slower than the one that went last), so the three
+take every place once in a cycle of three rounds: a cycle's ratio
+is the nested worker's time over the mean of the two root workers'
+times, and charge_overhead_ratio is the median over the cycles of
+BENCH_MEMORY_ROUNDS rounds. noise_ratio, the median of one root worker's
+time over the other's, is a ratio with no difference at all behind it
+(a little noisier than the charge's, which has two root workers in its
+denominator): how steady the machine was.
 
 Prints ns/op for both, the ratios and their spread; writes
 bench/results/memory.json (6.12) or memory-7.3.json (7.3).
@@ -81,8 +83,10 @@ def _worker(cgroup: Path, card: Path, conn: Connection) -> None:
 class Worker:
     def __init__(self, cgroup: Path, card: Path) -> None:
         self.conn, child = mp.Pipe()
-        self.proc = mp.get_context("fork").Process(target=_worker, args=(cgroup, card, child))
+        self.proc = mp.get_context("fork").Process(target=_worker, args=(cgroup, card, child),
+                                                   daemon=True)
         self.proc.start()
+        child.close()  # so that a worker that dies is an EOF here, not a hang
         self.conn.recv()  # in its cgroup, warmed up
 
     def block(self, ops: int) -> float:
@@ -113,10 +117,13 @@ def main() -> int:
         while cg is not None and not cg.is_root:
             cg.write(region.file("max"), region.write(1 << 30))
             cg = cg.parent
-        workers = [Worker(mount, card), Worker(leaf.path, card), Worker(mount, card)]
+        workers: list[Worker] = []
         root_ns, nested_ns, ratios, noise = [], [], [], []
+        cycles = max(1, ROUNDS // 3)
         try:
-            for _ in range(max(1, ROUNDS // 3)):
+            for cgroup in (mount, leaf.path, mount):
+                workers.append(Worker(cgroup, card))
+            for _ in range(cycles):
                 spent = {id(w): 0.0 for w in workers}
                 for shift in range(3):  # each worker in each place once
                     for w in workers[shift:] + workers[:shift]:
@@ -136,7 +143,7 @@ def main() -> int:
     ratio = median(ratios)
     table(
         f"bench-memory ({BASE}, {region.file('max')}): alloc+free of a 4 KiB vgem buffer, "
-        f"blocks of {OPS} ops, root / nested / root in every order, {ROUNDS // 3} cycles",
+        f"blocks of {OPS} ops, root / nested / root in every place, {cycles} cycles",
         [
             ("root cgroup (no limit)", f"{median(root_ns):,.0f} ns/op"),
             ("4-level nested, limits at each", f"{median(nested_ns):,.0f} ns/op"),

@@ -632,7 +632,10 @@ static char *st_memory_key(struct drm_i915_private *i915)
 }
 #endif
 
-/* The value on the line "@key VALUE" of the file @path, -ENOENT, or -errno. */
+/*
+ * The value on the line "@key VALUE" (or "@key max=VALUE", as dmem.events
+ * says it) of the file @path, -ENOENT, or -errno.
+ */
 static s64 st_keyed_value(const char *path, const char *key)
 {
 	char *buf, *line, *next, *val;
@@ -666,6 +669,8 @@ static s64 st_keyed_value(const char *path, const char *key)
 		if (!val)
 			continue;
 		*val++ = '\0';
+		if (str_has_prefix(val, "max="))
+			val += strlen("max=");
 		if (!strcmp(line, key) && !kstrtou64(val, 10, &bytes))
 			ret = bytes;
 	}
@@ -1001,7 +1006,8 @@ static void st_ttm_object_free(struct drm_i915_gem_object *obj)
  * (<st_gpucg>/mem) when TTM places it, not when it is created (in a system
  * placement), and uncharged when freed; with dmem.max at what one object
  * takes, a second object's placement is refused while the first is pinned
- * (nothing to evict) and charges nothing.
+ * (nothing to evict), charges nothing and is counted in the cgroup's
+ * dmem.events.local.
  */
 static int igt_gpucg_lmem_charge(void *arg)
 {
@@ -1009,8 +1015,8 @@ static int igt_gpucg_lmem_charge(void *arg)
 	struct drm_i915_private *i915 = arg;
 	struct drm_i915_gem_object *obj, *over;
 	struct intel_memory_region *mr;
-	char *key, *current_path, *max_path, *limit;
-	s64 before, created, placed, refused, after;
+	char *key, *current_path, *max_path, *events_path, *limit;
+	s64 before, created, placed, refused, after, hits;
 	int err = 0;
 
 	if (!i915_selftest.gpucg)
@@ -1027,8 +1033,10 @@ static int igt_gpucg_lmem_charge(void *arg)
 				 i915_selftest.gpucg);
 	max_path = kasprintf(GFP_KERNEL, "/sys/fs/cgroup%s/mem/dmem.max",
 			     i915_selftest.gpucg);
+	events_path = kasprintf(GFP_KERNEL, "/sys/fs/cgroup%s/mem/dmem.events.local",
+				i915_selftest.gpucg);
 	limit = kasprintf(GFP_KERNEL, "%s %u", key, SZ_1M);
-	if (!key || !current_path || !max_path || !limit) {
+	if (!key || !current_path || !max_path || !events_path || !limit) {
 		err = -ENOMEM;
 		goto out_strings;
 	}
@@ -1055,26 +1063,29 @@ static int igt_gpucg_lmem_charge(void *arg)
 		st_ttm_object_free(obj);
 		goto out_strings;
 	}
+	hits = st_keyed_value(events_path, key);
 	over = st_ttm_object_placed(mr, SZ_1M);
 	refused = st_keyed_value(current_path, key);
+	hits = hits < 0 ? hits : st_keyed_value(events_path, key) - hits;
 	if (!IS_ERR(over))
 		st_ttm_object_free(over);
 
 	st_ttm_object_free(obj);
 	i915_gem_drain_freed_objects(i915);
 	after = st_keyed_value(current_path, key);
-	pr_info("i915_gpucg: lmem charge %s: created %lld placed %lld over the limit %ld (%lld) freed %lld\n",
+	pr_info("i915_gpucg: lmem charge %s: created %lld placed %lld over the limit %ld (%lld, %lld limit hits) freed %lld\n",
 		key, created - before, placed - before,
-		IS_ERR(over) ? PTR_ERR(over) : 0L, refused - before,
+		IS_ERR(over) ? PTR_ERR(over) : 0L, refused - before, hits,
 		after - before);
 	if (before < 0 || created != before || placed - before != SZ_1M ||
-	    !IS_ERR(over) || refused != placed || after != before) {
-		pr_err("i915_gpucg: lmem charge: want 0 at creation, %u placed, a refusal charging nothing over the limit, 0 after the free\n",
+	    !IS_ERR(over) || refused != placed || hits < 1 || after != before) {
+		pr_err("i915_gpucg: lmem charge: want 0 at creation, %u placed, a refusal charging nothing and counted over the limit, 0 after the free\n",
 		       SZ_1M);
 		err = -EINVAL;
 	}
 out_strings:
 	kfree(limit);
+	kfree(events_path);
 	kfree(max_path);
 	kfree(current_path);
 	kfree(key);
