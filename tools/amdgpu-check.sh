@@ -21,8 +21,4 @@ set -euo pipefail
 # shellcheck source=tools/drm-check.sh
 . "$(dirname "$0")/drm-check.sh"
 TOP=pycgpu-amdgpu-check
-
-case ${1:-weights} in
-	weights | priority) main amdgpu "$@" ;;
-	*) sed -n '2,/^set/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 2 ;;
-esac
+driver_check amdgpu "$0" "$@"

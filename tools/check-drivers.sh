@@ -38,17 +38,54 @@ changed() {
 	git -C "$SRC" diff --name-only "$BASE_TAG..HEAD" -- "drivers/gpu/drm/$1/"
 }
 
-# The objects of driver directory $1 to build: its changed C files and the
-# C files beside a changed header that include it.
+# The objects the Makefile of driver directory $1 builds in configuration
+# file $2: those of its -y and -objs lists, and of its -$(CONFIG_X) lists
+# whose X is y or m (ifdef and ifeq blocks are taken as met).
+configured() {
+	awk -v cfg="$2" '
+		BEGIN {
+			while ((getline l < cfg) > 0)
+				if (l ~ /^CONFIG_[A-Za-z0-9_]+=[ym]$/) { split(l, kv, "="); on[kv[1]] = 1 }
+		}
+		!cont {
+			list = 0
+			if (match($0, /^[A-Za-z0-9_-]+-(y|objs|\$\(CONFIG_[A-Za-z0-9_]+\))[ \t]*[:+]?=/)) {
+				head = substr($0, 1, RLENGTH)
+				list = 1
+				if (match(head, /CONFIG_[A-Za-z0-9_]+/))
+					list = substr(head, RSTART, RLENGTH) in on
+			}
+		}
+		list { n = split($0, w, /[ \t\\=]+/); for (i = 1; i <= n; i++) if (w[i] ~ /\.o$/) print w[i] }
+		{ cont = /\\$/ }' "$SRC/drivers/gpu/drm/$1/Makefile"
+}
+
+# The objects of driver directory $1 to build in configuration file $2: its
+# changed C files, and the C files that include a changed header beside it
+# and that the configuration builds. A C file another one #includes (KUnit
+# tests, selftests: tests/NAME.c) has no object of its own: the file that
+# includes it is built instead.
 objects() {
-	local dir=$1 f h
+	local dir=$1 cfg=$2 f h inc
+	local -A built
+	for f in $(configured "$dir" "$cfg"); do built[$f]=1; done
 	while read -r f; do
 		case $f in
-			*.c) echo "${f%.c}.o" ;;
+			*.c)
+				inc=$(grep -rl --include='*.c' "#include \"${f#*/drm/"$dir"/}\"" \
+					"$SRC/drivers/gpu/drm/$dir" 2>/dev/null || true)
+				if [ -n "$inc" ]; then
+					sed "s|^$SRC/||; s|\.c\$|.o|" <<<"$inc"
+				else
+					echo "${f%.c}.o"
+				fi ;;
 			*.h)
 				h=${f##*/}
-				{ grep -l "#include \"$h\"" "$SRC/${f%/*}"/*.c 2>/dev/null || true; } |
-					sed "s|^$SRC/||; s|\.c\$|.o|" ;;
+				for inc in $(grep -l "#include \"$h\"" "$SRC/${f%/*}"/*.c 2>/dev/null); do
+					inc=${inc#"$SRC"/}
+					inc=${inc%.c}.o
+					[ -n "${built[${inc#*/drm/"$dir"/}]:-}" ] && echo "$inc"
+				done ;;
 		esac
 	done < <(changed "$dir") | sort -u
 }
@@ -56,14 +93,14 @@ objects() {
 check_arch() {
 	local arch=$1
 	local out=$KCACHE/drivers-$arch log=$KCACHE/drivers-$arch.log
-	local -a mk targets=() syms=()
+	local -a mk targets=() syms=() dirs=() added
 	local entry dir sym a
 	for entry in "${DRIVERS[@]}"; do
 		read -r dir sym a <<<"$entry"
 		[ "$a" = "$arch" ] || continue
 		[ -n "$(changed "$dir")" ] || continue
 		syms+=("$sym")
-		mapfile -t -O "${#targets[@]}" targets < <(objects "$dir")
+		dirs+=("$dir")
 	done
 	if [ "${#syms[@]}" -eq 0 ]; then
 		say "$arch: the $BASE series converts no driver of this architecture"
@@ -106,18 +143,40 @@ check_arch() {
 		done
 		echo "$want" >"$out/.pycgpu-config"
 	fi
+	for dir in "${dirs[@]}"; do
+		mapfile -t -O "${#targets[@]}" targets < <(objects "$dir" "$out/.config")
+	done
 	run_logged "$arch: preparing the tree" "$log" "${mk[@]}" prepare
 	# built again every run: an object left from a run that warned would
 	# not be rebuilt, and its warnings would not be seen again
 	rm -f "$out"/kernel/cgroup/gpu*.o "$out"/drivers/gpu/drm/scheduler/*.o \
 		"${targets[@]/#/$out/}"
-	run_logged "$arch: W=1 on the controller, drm_sched and ${#targets[@]} objects of ${syms[*]}" \
+	run_logged "$arch: W=1 on the controller and drm_sched" \
 		"$log" "${mk[@]}" W=1 kernel/cgroup/gpu.o kernel/cgroup/gpu_sched.o \
-		drivers/gpu/drm/scheduler/ "${targets[@]}"
+		drivers/gpu/drm/scheduler/
+	# upstream's driver files carry kernel-doc warnings of their own at
+	# W=1 (6.12's panthor_sched.c): the drivers' objects are built at W=1
+	# without kernel-doc, which then checks the files the series adds
+	run_logged "$arch: W=1 on ${#targets[@]} objects of ${syms[*]}" \
+		"$log.drivers" "${mk[@]}" W=1 cmd_checkdoc= "${targets[@]}"
+	cat "$log.drivers" >>"$log"
+	added=()
+	for dir in "${dirs[@]}"; do
+		mapfile -t -O "${#added[@]}" added < <(git -C "$SRC" diff --diff-filter=A \
+			--name-only "$BASE_TAG..HEAD" -- "drivers/gpu/drm/$dir/*.[ch]")
+	done
+	if [ "${#added[@]}" -gt 0 ]; then
+		run_logged "$arch: kernel-doc on ${added[*]}" "$log.drivers" \
+			bash -c 'cd "$1" && shift && "$@"' _ "$SRC" "$KERNELDOC" -none "${added[@]}"
+		cat "$log.drivers" >>"$log"
+	fi
 	no_warnings "$log" "$arch: the drivers build with W=1 warnings"
 }
 
 [ -d "$SRC/.git" ] || die "no $BASE tree yet: run make kernel PYCGPU_BASE=$BASE"
+# the kernel-doc script: tools/docs/ from Linux 7.0, scripts/ before
+KERNELDOC=$SRC/tools/docs/kernel-doc
+[ -x "$KERNELDOC" ] || KERNELDOC=$SRC/scripts/kernel-doc
 case ${1:-all} in
 	all) check_arch x86_64; check_arch arm64 ;;
 	x86_64 | arm64) check_arch "$1" ;;

@@ -11,7 +11,8 @@
 #       gpu.weight 300 and 100 (want 3:1), priority at gpu.priority 5 and 0
 #       (want nearly all to the first). Prints the device's sched flag,
 #       each cgroup's gpu.stat usage, the same clients' fdinfo engine time
-#       (drm-engine-*), and the ratio achieved.
+#       (drm-engine-*, or drm-cycles-* at the rate drm-total-cycles-*
+#       advances, for xe), and the ratio achieved.
 #
 # The load is $LOAD, run through sh -c (default: glmark2-es2-drm off
 # screen, Debian package glmark2-es2-drm, which runs on any Mesa driver);
@@ -109,9 +110,36 @@ stat_key() {
 	sed -n "s/^$DEVT .*$2=\([0-9]*\).*/\1/p" "$CG_ROOT/$TOP/$1/gpu.stat" | head -n 1
 }
 
+# For drivers that count GPU time in clock cycles (xe: drm-cycles-*, with
+# that clock's reading beside them in drm-total-cycles-*): the clock's rate
+# in Hz, from the readings of a client of cgroup $1 one second apart,
+# written to $CYCLES_HZ_FILE; nothing for drivers that count ns.
+measure_cycles_hz() {
+	local pid f t0 t1
+	for pid in $(cat "$CG_ROOT/$TOP/$1/cgroup.procs"); do
+		for f in /proc/"$pid"/fdinfo/*; do
+			grep -q "^drm-driver:[[:space:]]*$DRIVER\$" "$f" 2>/dev/null || continue
+			grep -q '^drm-cycles-' "$f" || return 0
+			t0=$(total_cycles "$f")
+			sleep 1
+			t1=$(total_cycles "$f")
+			[ -n "$t0" ] && [ -n "$t1" ] && [ "$t1" -gt "$t0" ] ||
+				die "$f: drm-cycles-* without a drm-total-cycles-* that advances"
+			echo $((t1 - t0)) >"$CYCLES_HZ_FILE"
+			return 0
+		done
+	done
+}
+
+total_cycles() {
+	sed -n 's/^drm-total-cycles-[^:]*:[[:space:]]*\([0-9]*\).*/\1/p' "$1" | head -n 1
+}
+
 # The engine time (ns, every engine) of the DRM clients of $DRIVER in cgroup
 # $1: each client once, though its file may be open on several fds (Mesa
-# duplicates it).
+# duplicates it). drm-engine-* where the driver has it, else drm-cycles-*
+# at the rate measure_cycles_hz found. (awk's sums are printed with %.0f:
+# mawk's %d stops at 2^31.)
 fdinfo_ns() {
 	local pid f sum=0 v id
 	local -A seen
@@ -121,9 +149,17 @@ fdinfo_ns() {
 			id=$(sed -n 's/^drm-client-id:[[:space:]]*//p' "$f")
 			[ -n "$id" ] && [ -n "${seen[$id]:-}" ] && continue
 			[ -n "$id" ] && seen[$id]=1
-			for v in $(sed -n 's/^drm-engine-[^:]*:[[:space:]]*\([0-9]*\) ns/\1/p' "$f"); do
-				sum=$((sum + v))
-			done
+			# drm-engine-capacity-* is no time
+			if grep -Eq '^drm-engine-[^:]*:[[:space:]]*[0-9]+ ns' "$f"; then
+				v=$(sed -n 's/^drm-engine-[^:]*:[[:space:]]*\([0-9]*\) ns/\1/p' "$f" |
+					awk '{ s += $1 } END { printf "%.0f", s }')
+			elif [ -s "$CYCLES_HZ_FILE" ] && grep -q '^drm-cycles-' "$f"; then
+				v=$(awk -v hz="$(cat "$CYCLES_HZ_FILE")" '/^drm-cycles-/ { s += $2 }
+					END { printf "%.0f", s * 1e9 / hz }' "$f")
+			else
+				v=0
+			fi
+			sum=$((sum + v))
 		done
 	done
 	echo "$sum"
@@ -156,14 +192,16 @@ run_loads() {
 	command -v "${LOAD%% *}" >/dev/null ||
 		die "no load: install glmark2-es2-drm, or set LOAD to a command that keeps the GPU busy"
 	policy=$(sched_policy)
+	CYCLES_HZ_FILE=$(mktemp)
+	trap 'cleanup; rm -f "$CYCLES_HZ_FILE"' EXIT
 	setup
-	trap cleanup EXIT
 	for g in a b; do
 		sh -c "echo \$\$ >'$CG_ROOT/$TOP/$g/cgroup.procs' && exec $LOAD" >/dev/null 2>&1 &
 	done
 	wait_clients a && wait_clients b ||
 		die "the load did not open $DRIVER's render node within a minute in both cgroups"
 	sleep 2
+	measure_cycles_hz a
 	u0a=$(stat_key a usage_usec) u0b=$(stat_key b usage_usec)
 	f0a=$(fdinfo_ns a) f0b=$(fdinfo_ns b)
 	sleep "$SECONDS_RUN"
@@ -203,6 +241,17 @@ main() {
 	case $SECONDS_RUN in '' | *[!0-9]*) usage ;; esac
 	check_host
 	run_loads
+}
+
+# The entry of a driver's script: driver_check DRIVER SCRIPT ARGS..., with
+# SCRIPT's header as its usage.
+driver_check() {
+	local driver=$1 script=$2
+	shift 2
+	case ${1:-weights} in
+		weights | priority) main "$driver" "$@" ;;
+		*) sed -n '2,/^set/p' "$script" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 2 ;;
+	esac
 }
 
 # sourced by the driver scripts for its functions, run for a check

@@ -135,13 +135,17 @@ cmd_run() {
 	fi
 	local log=$run/dmesg
 	if [ -n "${PYCGPU_VM_KNOWN_WARN:-}" ]; then
-		# a known WARN of code that is not ours (its "cut here" line and
-		# the WARNING line) does not fail the run, but is said
+		# a known WARN of code that is not ours (its "cut here" line, the
+		# message a drm_WARN_ON() prints before it, and the WARNING line)
+		# does not fail the run, but is said
 		log=$run/dmesg.checked
 		awk -v known="$PYCGPU_VM_KNOWN_WARN" '
-			held != "" { if ($0 ~ "WARNING: .*(" known ")") { n++; held = ""; next }
-				     print held; held = "" }
-			/------------\[ cut here \]------------/ { held = $0; next }
+			held != "" {
+				if ($0 ~ "WARNING: .*(" known ")") { n++; held = ""; next }
+				if (nheld < 2 && $0 !~ /WARNING:|cut here/) { held = held "\n" $0; nheld++; next }
+				print held; held = ""
+			}
+			/------------\[ cut here \]------------/ { held = $0; nheld = 1; next }
 			$0 ~ "WARNING: .*(" known ")" { n++; next }
 			{ print }
 			END { if (held != "") print held; if (n) print n > "/dev/stderr" }' \

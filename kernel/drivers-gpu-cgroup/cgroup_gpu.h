@@ -32,6 +32,7 @@
 
 #include <linux/err.h>
 #include <linux/list.h>
+#include <linux/minmax.h>
 #include <linux/rbtree.h>
 #include <linux/types.h>
 
@@ -358,6 +359,34 @@ static inline void gpucg_boost_unlink(struct gpucg_boost *b)
 									\
 	__gpucg_engine_create(dev, true, ops, priv, &__gpucg_key);	\
 })
+
+/**
+ * gpucg_share_quantum() - a firmware queue's time quantum for its share
+ * @share: the queue's share of its engine, in 1/65536
+ *	   (gpucg_queue_share()); 0 if it has none now
+ * @sharing: how many queues have a share of the engine
+ * @base: the quantum without the controller, in any unit; 0 turns time
+ *	  slicing off
+ *
+ * For firmware that runs the queues of a priority band round robin, each
+ * for up to its quantum: @base scaled by the queue's share against an
+ * equal split (rounded), so that equal weights keep @base and a queue with
+ * three times the share gets three times the quantum; clamped to [@base / 4,
+ * 4 * @base], which bounds the ratio the firmware can realize to 16:1 and
+ * the latency a heavy queue adds to 4 quanta.
+ *
+ * Context: any context.
+ * Return: the quantum, in the unit of @base.
+ */
+static inline u32 gpucg_share_quantum(u32 share, unsigned int sharing, u32 base)
+{
+	u64 quantum;
+
+	if (!base || !share || !sharing)
+		return base;
+	quantum = ((u64)base * share * sharing + (1 << 15)) >> 16;
+	return clamp_t(u64, quantum, max(base / 4, 1U), 4ULL * base);
+}
 
 #ifdef CONFIG_CGROUP_GPU_MEMORY
 int gpucg_try_charge_mem(struct gpucg_device *dev, u64 size,

@@ -14,6 +14,10 @@ scenario clients placed in cgroups on a mock scheduler that follows the gpu
 cgroup controller, with their shares asserted. Its cgroups are made here and
 named to it by the module's gpucg_root parameter; it runs under the fair
 policy, which the cgroup order extends, and skips under the others.
+
+xe's KUnit suites (the ones that need no device: those in xe.ko, which run
+when it loads, and xe_test's) run with the series too, xe_gpucg among them:
+how xe maps a cgroup's priority to a GuC band and a share to a timeslice.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -46,6 +50,9 @@ CGROUP_SUITE = "drm_sched_cgroup_tests"
 # the harness's cgroups (tests_cgroup.c): name -> (gpu.weight, gpu.priority)
 KUNIT_CGROUPS = {"w100": (100, 0), "e100": (100, 0), "w400": (400, 0), "w900": (900, 0),
                  "p100": (100, 100), "p0": (100, 0)}
+# xe's suites that need no device, and the series' own among them
+XE_MODULES = ("xe", "xe_test")
+XE_CGROUP_SUITE = "xe_gpucg"
 RESULT = re.compile(r"^\s*(not ok|ok) \d+ (?:- )?(\S+)(.*)$")
 
 
@@ -109,8 +116,14 @@ def run_suites(policy: int, cgroups: str) -> dict[str, list[tuple[bool, str, str
     assert got == str(policy), f"gpu-sched loaded with sched_policy={got}"
     subprocess.run(["modprobe", TESTS_MODULE, f"gpucg_root={cgroups}"], check=True,
                    timeout=900)
+    return read_results(KUNIT.glob("drm_sched_*/results"))
+
+
+def read_results(paths: Iterable[Path]) -> dict[str, list[tuple[bool, str, str]]]:
+    """The results of each suite in PATHS (debugfs results files): (passed,
+    test, rest of the TAP line) for every test and parameter."""
     suites: dict[str, list[tuple[bool, str, str]]] = {}
-    for results in sorted(KUNIT.glob("drm_sched_*/results")):
+    for results in sorted(paths):
         lines = []
         text = results.read_text()
         if results.parent.name == CGROUP_SUITE:
@@ -150,3 +163,34 @@ def test_suites_pass(scheduler, kunit_cgroups, policy):
             f"{CGROUP_SUITE}: {cgroup}"
     else:
         assert skipped, f"{CGROUP_SUITE} ran under {policy}: {cgroup}"
+
+
+@pytest.fixture
+def xe_modules() -> Iterator[None]:
+    """xe and its tests are unloaded afterwards: xe holds drm_sched, which
+    the tests above reload."""
+    if subprocess.run(["modinfo", "xe"], capture_output=True).returncode:
+        pytest.fail("this kernel has no xe module: build it with PYCGPU_BASE=7.3")
+    for module in reversed(XE_MODULES):
+        unload(module)
+    yield
+    for module in reversed(XE_MODULES):
+        unload(module)
+
+
+def test_xe_suites_pass(xe_modules):
+    """xe's KUnit suites that need no device pass with the series, and the
+    series' own (priority to band, share to timeslice, clamps) ran whole."""
+    before = {p.parent.name for p in KUNIT.glob("*/results")}
+    for module in XE_MODULES:
+        subprocess.run(["modprobe", module], check=True, timeout=900)
+    suites = read_results(p for p in KUNIT.glob("*/results") if p.parent.name not in before)
+    assert XE_CGROUP_SUITE in suites, f"{XE_CGROUP_SUITE} did not run: {sorted(suites)}"
+    failed = failures(suites)
+    assert not failed, "\n".join(failed)
+    mapping = [name for ok, name, rest in suites[XE_CGROUP_SUITE] if ok and "# SKIP" not in rest]
+    assert len(mapping) >= 7, f"{XE_CGROUP_SUITE}: {suites[XE_CGROUP_SUITE]}"
+    ran = sum(1 for lines in suites.values() for ok, _, rest in lines
+              if ok and "# SKIP" not in rest)
+    print(f"xe: {len(suites)} suites, {ran} tests passed")
+    assert len(suites) >= 5, f"xe's suites that ran: {sorted(suites)}"

@@ -345,23 +345,15 @@ void i915_gpucg_order_level(struct i915_priolist *pl)
  * @timeslice_us: the engine's timeslice, the quantum without the
  *		  controller; 0 turns timeslicing off
  *
- * The timeslice scaled by the context's share against an equal split, so
- * that equal weights keep the timeslice and a context with three times the
- * share gets three times the quantum; clamped to [timeslice / 4,
- * 4 * timeslice], which bounds the ratio GuC can realize to 16:1 and the
- * latency a heavy context adds to 4 timeslices.
+ * The timeslice scaled by the context's share, within 4x either way
+ * (gpucg_share_quantum()).
  *
  * Context: any context.
  * Return: the quantum in microseconds.
  */
 u32 i915_gpucg_quantum_us(u32 share, unsigned int sharing, u32 timeslice_us)
 {
-	u64 quantum;
-
-	if (!timeslice_us || !share || !sharing)
-		return timeslice_us;
-	quantum = ((u64)timeslice_us * share * sharing) >> 16;
-	return clamp_t(u64, quantum, max(timeslice_us / 4, 1U), 4ULL * timeslice_us);
+	return gpucg_share_quantum(share, sharing, timeslice_us);
 }
 
 #if IS_ENABLED(CONFIG_DRM_I915_SELFTEST)
