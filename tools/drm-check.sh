@@ -19,6 +19,8 @@
 # it must keep the GPU busy. On Linux 7.x drm_sched follows the weights
 # only under its fair policy (gpu_sched.sched_policy=2): said if not.
 set -euo pipefail
+# EPOCHREALTIME and awk read numbers with a decimal point
+export LC_ALL=C
 
 CG_ROOT=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
 TOP=${DRM_CHECK_CGROUP:-pycgpu-drm-check}
@@ -112,20 +114,22 @@ stat_key() {
 
 # For drivers that count GPU time in clock cycles (xe: drm-cycles-*, with
 # that clock's reading beside them in drm-total-cycles-*): the clock's rate
-# in Hz, from the readings of a client of cgroup $1 one second apart,
-# written to $CYCLES_HZ_FILE; nothing for drivers that count ns.
+# in Hz, from two readings of a client of cgroup $1 about a second apart
+# over the wall time between them, written to $CYCLES_HZ_FILE; nothing for
+# drivers that count ns.
 measure_cycles_hz() {
-	local pid f t0 t1
+	local pid f c0 c1 w0 w1
 	for pid in $(cat "$CG_ROOT/$TOP/$1/cgroup.procs"); do
 		for f in /proc/"$pid"/fdinfo/*; do
 			grep -q "^drm-driver:[[:space:]]*$DRIVER\$" "$f" 2>/dev/null || continue
 			grep -q '^drm-cycles-' "$f" || return 0
-			t0=$(total_cycles "$f")
+			w0=$EPOCHREALTIME c0=$(total_cycles "$f")
 			sleep 1
-			t1=$(total_cycles "$f")
-			[ -n "$t0" ] && [ -n "$t1" ] && [ "$t1" -gt "$t0" ] ||
+			w1=$EPOCHREALTIME c1=$(total_cycles "$f")
+			[ -n "$c0" ] && [ -n "$c1" ] && [ "$c1" -gt "$c0" ] ||
 				die "$f: drm-cycles-* without a drm-total-cycles-* that advances"
-			echo $((t1 - t0)) >"$CYCLES_HZ_FILE"
+			awk -v c="$((c1 - c0))" -v w0="$w0" -v w1="$w1" \
+				'BEGIN { printf "%.0f\n", c / (w1 - w0) }' >"$CYCLES_HZ_FILE"
 			return 0
 		done
 	done

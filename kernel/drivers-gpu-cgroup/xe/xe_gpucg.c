@@ -10,9 +10,10 @@
  * firmware shape says, through the band and the quantum of each queue.
  *
  * Queues. Every exec queue a client creates (xe_exec_queue_create_ioctl():
- * a VM_BIND queue's first tile's, not those of the other tiles; a queue
- * group's primary, whose GuC properties its secondaries take) is a queue
- * of the controller on its engine class: one controller engine per class,
+ * a VM_BIND queue's first tile's, not those of the other tiles; of a 7.3
+ * queue group, the primary, whose GuC properties its secondaries take: the
+ * secondaries' own runtime is not charged) is a queue of the controller
+ * on its engine class: one controller engine per class,
  * as fdinfo's drm-cycles-<class> and the uapi's engine classes see the
  * engines of a class as one. Kernel queues (migration, page-table updates
  * for the kernel) are not queues of the controller: they run at the
@@ -22,8 +23,9 @@
  * first LRC, times its width: xe_exec_queue_update_run_ticks(), which also
  * feeds fdinfo's drm-cycles-<class>) is charged to the owner's cgroup as it
  * grows, converted to ns by the GT's reference clock, so a cgroup's
- * gpu.stat is the sum of its clients' drm-cycles (6.12's xe counts a
- * VM_BIND queue's time for no one, and neither does the controller). xe
+ * gpu.stat is the sum of its clients' drm-cycles (but for the queues
+ * above that are not the controller's; and 6.12's xe counts a VM_BIND
+ * queue's time for no one). xe
  * itself reads it only when fdinfo is read and when a queue goes away, so
  * while queues submit a worker reads it every XE_GPUCG_PERIOD_MS.
  *
@@ -147,9 +149,12 @@ static void xe_gpucg_fini(struct drm_device *drm, void *arg)
 	}
 }
 
+/* A banned or killed queue is not busy, though its last jobs never end. */
 static bool xe_gpucg_queue_busy(struct gpucg_queue *gq)
 {
-	return !xe_exec_queue_is_idle(container_of(gq, struct xe_exec_queue, gpucg));
+	struct xe_exec_queue *q = container_of(gq, struct xe_exec_queue, gpucg);
+
+	return !q->ops->reset_status(q) && !xe_exec_queue_is_idle(q);
 }
 
 /*
@@ -190,6 +195,7 @@ static struct xe_exec_queue *xe_gpucg_next(struct xe_gt *gt, unsigned long *inde
 
 	mutex_lock(&guc->submission_state.lock);
 	xa_for_each_start(&guc->submission_state.exec_queue_lookup, *index, q, *index) {
+		/* pairs with the release in xe_gpucg_queue_init() */
 		if (*index == q->guc->id && smp_load_acquire(&q->gpucg_ready) &&
 		    xe_exec_queue_get_unless_zero(q))
 			break;
@@ -238,9 +244,11 @@ static bool xe_gpucg_pass(struct xe_gt *gt, enum xe_gpucg_pass pass,
 }
 
 /*
- * One pass over @gt. SYNC reads runtimes, and the runtime of a context that
- * is running is read from its engine, which must be awake; 6.12's xe,
- * which has no scoped force wake, reads the context image only.
+ * One pass over @gt. SYNC reads runtimes, and 7.3's xe reads the runtime
+ * of a context that is running from its engine, which must be awake.
+ * 6.12's xe reads the context image only (so a context that runs on
+ * without being switched out is charged when it is), and has no scoped
+ * force wake (xe_with_force_wake()) either.
  */
 static bool xe_gpucg_pass_gt(struct xe_gt *gt, enum xe_gpucg_pass pass,
 			     unsigned int *sharing)
@@ -352,7 +360,10 @@ int xe_gpucg_queue_init(struct xe_exec_queue *q, struct xe_file *xef)
 	q->sched_props.priority =
 		xe_gpucg_priority(gpucg_client_priority(q->gpucg.client),
 				  q->gpucg_priority);
-	/* GuC's lookup holds the queue already: the worker takes it from here */
+	/*
+	 * GuC's lookup holds the queue already: the worker takes it from here
+	 * (pairs with the acquire in xe_gpucg_next())
+	 */
 	smp_store_release(&q->gpucg_ready, true);
 	return 0;
 }
@@ -400,9 +411,10 @@ void xe_gpucg_queue_charge(struct xe_exec_queue *q, u64 ticks)
 	u32 hz = q->gt->info.reference_clock;
 
 	/*
-	 * More than a day of GPU time in one reading is a 32-bit timestamp
-	 * (before Xe2) read as it wrapped: not charged, and never converted
-	 * (the quotient would not fit in 64 bits).
+	 * More than a day of GPU time in one reading is, on 7.3, a 32-bit
+	 * timestamp (before Xe2) read as it wrapped (6.12 subtracts in 32
+	 * bits): not charged, and never converted (the quotient would not
+	 * fit in 64 bits).
 	 */
 	if (q->gpucg.engine && hz && ticks <= (u64)hz * XE_GPUCG_MAX_READ_S)
 		gpucg_queue_charge(&q->gpucg, mul_u64_u32_div(ticks, NSEC_PER_SEC, hz));
