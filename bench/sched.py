@@ -55,7 +55,8 @@ select_cost_ratio_vs_fair: throughput_ratio and select_cost_ratio, whose
 second device is FAIR's.
 Last, the shapes real clients have (bench/sched_shapes.py):
 multislot_shallow_error_pts, think_share_error_pts, anticipation_idle_pct,
-inversion_rate_ratio and inversion_rate_ratio_same_band.
+inversion_rate_ratio, inversion_rate_ratio_same_band and
+inversion_rate_ratio_idle.
 Writes bench/results/sched.json (6.12) or sched-7.3.json (7.3).
 """
 
@@ -598,12 +599,13 @@ def main() -> int:
     rows += [(f"think {case} of the job", f"share {t['share']:.1f}%  want {t['want']:.1f}%"
               f"  idle {t['idle']:.1f}%")
              for case, t in shapes["think_share_pct"].items()]
-    rows += [(f"inversion, {where}", f"{r['loaded']:.0f} jobs/s under load, {r['alone']:.0f} alone,"
+    rows += [(f"inversion, {where}", f"{r['loaded']:.0f} jobs/s under load,"
+              f" {r['load_elsewhere']:.0f} with it on a third device, {r['alone']:.0f} alone,"
               f" {r['loaded_same_band']:.0f} under load with the signaler at 100")
              for where, r in shapes["inversion_rates_per_s"].items()]
     rows += [(key, f"{shapes[key]}") for key in (
         "multislot_shallow_error_pts", "think_share_error_pts", "anticipation_idle_pct",
-        "inversion_rate_ratio", "inversion_rate_ratio_same_band")]
+        "inversion_rate_ratio", "inversion_rate_ratio_same_band", "inversion_rate_ratio_idle")]
     result["base"] = BASE
     result["stock_policy"] = STOCK
     table(f"bench-sched ({BASE}): simgpu, {JOB_NS / 1e6:g} ms jobs, {WINDOW_S:g} s windows, "

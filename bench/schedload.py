@@ -26,11 +26,11 @@ WINDOW_S = float(os.environ.get("BENCH_SCHED_WINDOW_S", "3"))
 SIMGPU_PARAMS = {"devices": "2", "engines": "1", "credits": "1", "fifo": "2"}
 
 
-def load_simgpu(**changes: str) -> tuple[Path, Path]:
+def load_simgpu(**changes: str) -> list[Path]:
     """simgpu with SIMGPU_PARAMS, @changes (module parameters) applied,
     reloaded if it was loaded with others (as the VM tests and the other
-    loads do): the render nodes of devices 0 and 1 (by default the policy's
-    and the FIFO one)."""
+    loads do): the render nodes of its devices in order (by default two:
+    the policy's and the FIFO one)."""
     params = SIMGPU_PARAMS | changes
     module = Path("/sys/module/simgpu")
     loaded = module.exists()
@@ -44,15 +44,16 @@ def load_simgpu(**changes: str) -> tuple[Path, Path]:
         ko = Path(os.environ.get("PYCGPU_EXT", "")) / "simgpu.ko"
         subprocess.run(["insmod", str(ko), *(f"{k}={v}" for k, v in params.items())],
                        check=True)
+    want = int(params["devices"])
     deadline = time.monotonic() + 10
-    while len(nodes := render_nodes()) < 2 and time.monotonic() < deadline:
+    while len(nodes := render_nodes()) < want and time.monotonic() < deadline:
         time.sleep(0.1)  # in case the device nodes show up after insmod returns
-    if len(nodes) != 2:
-        raise RuntimeError(f"simgpu loaded with devices=2, but its render nodes are {nodes}")
-    return nodes[0], nodes[1]
+    if len(nodes) != want:
+        raise RuntimeError(f"simgpu loaded with devices={want}, but its render nodes are {nodes}")
+    return nodes
 
 
-def reload_sched(policy: int | None) -> tuple[Path, Path]:
+def reload_sched(policy: int | None) -> list[Path]:
     """drm_sched (a module on 7.3) reloaded with sched_policy=@policy, or as
     the kernel command line has it (None), and simgpu with it."""
     subprocess.run(["rmmod", "simgpu"], check=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import jsonschema
@@ -295,12 +296,62 @@ def test_cli_help(cli):
     assert "pycgpu image check" in cli("image", "--help").output
 
 
-def test_unreadable_directories_are_skipped(tmp_path):
-    if os.getuid() == 0:
-        pytest.skip("root reads everything")
-    rootfs = make(tmp_path / "r", f"{LIBDIR}/dri/iris_dri.so", "usr/lib/secret/x.so")
+NOBODY = 65534
+
+
+def scan_names(rootfs: Path) -> list[str]:
+    """The components imagecheck.scan() finds in @rootfs, scanned by this
+    user, or by nobody when this is root (root reads every directory)."""
+    if os.getuid() != 0:
+        return [c.name for c in imagecheck.scan(rootfs)]
+    read, write = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read)
+        os.close(write)
+        raise
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        code = 1
+        try:
+            os.close(read)
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            os.write(write, json.dumps([c.name for c in imagecheck.scan(rootfs)]).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    try:
+        with os.fdopen(read, "rb") as pipe:
+            out = pipe.read()
+    finally:
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the scan as nobody failed"
+    names: list[str] = json.loads(out)
+    return names
+
+
+def test_unreadable_directories_are_skipped():
+    # not under tmp_path: its parents are root's alone (0700), and a root
+    # run scans as nobody
+    umask = os.umask(0o022)  # nobody traverses what the test creates
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            os.chmod(scratch, 0o755)
+            check_unreadable_skipped(Path(scratch))
+    finally:
+        os.umask(umask)
+
+
+def check_unreadable_skipped(scratch: Path) -> None:
+    rootfs = make(scratch / "r", f"{LIBDIR}/dri/iris_dri.so", "usr/lib/secret/dri/radeonsi_dri.so")
     os.chmod(rootfs / "usr/lib/secret", 0)
     try:
-        assert [c.name for c in imagecheck.scan(rootfs)] == ["iris"]
+        assert scan_names(rootfs) == ["iris"]
+        os.chmod(rootfs / "usr/lib/secret", 0o755)
+        # readable, the same tree shows what the one above did not see
+        assert scan_names(rootfs) == ["iris", "radeonsi"]
     finally:
         os.chmod(rootfs / "usr/lib/secret", 0o755)

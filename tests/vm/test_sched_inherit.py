@@ -11,7 +11,7 @@ leaves nothing pinned behind.
 
 The tests count jobs in a window rather than time them: without
 inheritance the count is 0; make bench-sched measures the rate against
-the rate without the load (inversion_rate_ratio)."""
+the rate with the same load on a third device (inversion_rate_ratio)."""
 
 from __future__ import annotations
 

@@ -128,3 +128,29 @@ def test_thinking_client_leaves_its_gaps_to_others(cgroup, simgpu_nodes, think):
             p.stop()
     assert busy >= 0.9 * alone, \
         f"the engine was busy {busy:.0%} of the time, {alone:.0%} with the saturating client alone"
+
+
+def test_thinking_client_finds_a_shallow_ring(cgroup, reload_simgpu):
+    """A client that thinks far longer than its jobs run is not waited
+    for, but on a ring of 256 slots the one that keeps it full does not
+    fill it ahead of the thinker's next job either: that job waits behind
+    the rest of the running job and at most one more (5 ms jobs), not
+    behind a ring's worth (1.3 s). So the thinker keeps at least half of
+    what it gets alone (a wait of 7.5 ms on average in a cycle of 25 ms
+    and the emulator's latency costs it a fifth or so); a ring's worth per
+    job would leave it a fiftieth."""
+    node = reload_simgpu("devices=1", "credits=256")[0]
+    thinker, deep = groups(cgroup, 900, 100)
+    procs = [Shallow(node, thinker.path, DEEP_JOB_NS, think_s=4 * DEEP_JOB_NS / 1e9)]
+    try:
+        time.sleep(0.3)
+        alone = busy_fractions([thinker], devt(node))[0]
+        procs.append(Load(node, deep.path, DEEP_JOB_NS, depth=260))
+        time.sleep(0.5)
+        got, other = busy_fractions([thinker, deep], devt(node))
+    finally:
+        for p in procs:
+            p.stop()
+    assert got >= 0.5 * alone, \
+        f"got {100 * got:.1f}% of the engine, {100 * alone:.1f}% alone (the other " \
+        f"{100 * other:.1f}%)"
