@@ -97,8 +97,12 @@
  * (Twice, not once: the latency between a job's end and the next job's
  * arrival counts as think time, and a client that renders for as long as
  * it waits must still get what it asks for.) An engine expects at most 8
- * entities at once, the latest. A gap shorter than the wait does not
- * count as idling: the entity keeps its vtime. Expecting assumes the
+ * entities at once: for a ninth, the oldest that is overdue or that it
+ * does not wait for makes room, else the oldest if it waits for the
+ * newcomer; one it would not wait for is not listed beside 8 it waits for
+ * (and its ring is not kept shallow), so any number of clients that think
+ * long cannot push out one it waits for. A gap shorter than the wait does
+ * not count as idling: the entity keeps its vtime. Expecting assumes the
  * engine runs the jobs in flight one after another, as a ring does; it
  * never makes a client wait for itself.
  *
@@ -130,8 +134,10 @@
  * GPUCG_BOOST_HOPS links, and a change that runs out of budget leaves the
  * links it did not reach as they were until the next change along them
  * or the end of the waits. An entity on loan is not held for an expected
- * entity whose priority is no higher than the loan (the waiter may be
- * that entity).
+ * entity whose priority is no higher than the loan (the waiter may be that
+ * entity), nor, when a waiter on its own engine lends it its own band, for
+ * one of that band; the same cgroup's jobs on another engine that wait on
+ * it (a bin job's render job) lend it its band and change nothing.
  *
  * Inside a cgroup, queues are ordered by context priority, then by their
  * own vtime (the estimates of the jobs they started), so the clients of one
@@ -238,6 +244,7 @@ struct gpucg_entity {
 	int			prio;		/* effective priority */
 	int			boost;		/* highest priority lent to it */
 	int			boost_hops;	/* links the boost came over */
+	int			boost_local;	/* ... by waiters on its engine */
 	struct list_head	boosts_out;	/* links of its waits, boost lock */
 	struct list_head	boosts_in;	/* links into it, boost lock */
 	int			key;		/* its band in the parent's tree */
@@ -284,7 +291,7 @@ static u64 gpucg_window(struct gpucg_entity *e)
 		     16 * gpucg_anticipate_ns);
 }
 
-/* At most this many entities expected back per engine: the latest */
+/* At most this many entities expected back per engine (gpucg_expect()) */
 #define GPUCG_EXPECT_MAX	8
 /* The shortest time after which a held pick asks again */
 #define GPUCG_RETRY_MIN_NS	(50 * NSEC_PER_USEC)
@@ -299,6 +306,29 @@ static u64 gpucg_expect_ns(struct gpucg_entity *e)
 	if (!gpucg_anticipate_ns || e->think_ns > 2 * e->est_ns)
 		return 0;
 	return e->think_ns + e->think_ns / 2 + gpucg_window(e);
+}
+
+/* The average job of @e: the engine's for a newcomer, 1 ms on a new engine */
+static u64 gpucg_est(struct gpucg_entity *e)
+{
+	return e->est_ns ?: e->engine->est_ns ?: NSEC_PER_MSEC;
+}
+
+/* When the jobs of @e in flight are expected to end, or it went idle. */
+static u64 gpucg_since(struct gpucg_entity *e, u64 now)
+{
+	return e->inflight ? max(e->due_ns, now) : e->idle_ns;
+}
+
+/*
+ * Whether @e, expected back, is later than four of its cycles (job and
+ * think time) after its wait: then it is expected no longer.
+ */
+static bool gpucg_expect_over(struct gpucg_entity *e, u64 now)
+{
+	u64 until = gpucg_since(e, now) + gpucg_expect_ns(e);
+
+	return (s64)(until + 4 * (e->est_ns + e->think_ns) - now) <= 0;
 }
 
 static bool vtime_before(u64 a, u64 b)
@@ -316,13 +346,36 @@ static void gpucg_unexpect(struct gpucg_entity *e)
 }
 
 /*
- * Expects @e back (held for, if gpucg_expect_ns() says it is; else only to
- * keep the ring shallow), dropping the oldest expected entity if there are
- * too many. Engine lock held.
+ * The entity a full list drops to make room for @e: the oldest that is
+ * overdue (gpucg_expect_over()) or that the engine does not wait for, else
+ * the oldest if the engine waits for @e; NULL if it waits for every entity
+ * listed and not for @e, which is then not listed. So clients that think
+ * long, however many, never push out one the engine waits for. Engine lock
+ * held.
  */
-static void gpucg_expect(struct gpucg_entity *e)
+static struct gpucg_entity *gpucg_expect_victim(struct gpucg_engine *engine,
+						struct gpucg_entity *e,
+						u64 now)
+{
+	struct gpucg_entity *a;
+
+	list_for_each_entry(a, &engine->expected, expect_node)
+		if (!gpucg_expect_ns(a) || gpucg_expect_over(a, now))
+			return a;
+	return gpucg_expect_ns(e) ? list_first_entry(&engine->expected,
+						     struct gpucg_entity,
+						     expect_node) : NULL;
+}
+
+/*
+ * Expects @e back (held for, if gpucg_expect_ns() says it is; else only to
+ * keep the ring shallow), dropping an expected entity if there are too
+ * many (gpucg_expect_victim()). Engine lock held.
+ */
+static void gpucg_expect(struct gpucg_entity *e, u64 now)
 {
 	struct gpucg_engine *engine = e->engine;
+	struct gpucg_entity *victim;
 
 	if (!e->placed || !gpucg_anticipate_ns) {
 		gpucg_unexpect(e);
@@ -332,24 +385,14 @@ static void gpucg_expect(struct gpucg_entity *e)
 		list_move_tail(&e->expect_node, &engine->expected);
 		return;
 	}
-	if (engine->nr_expected == GPUCG_EXPECT_MAX)
-		gpucg_unexpect(list_first_entry(&engine->expected,
-						struct gpucg_entity,
-						expect_node));
+	if (engine->nr_expected == GPUCG_EXPECT_MAX) {
+		victim = gpucg_expect_victim(engine, e, now);
+		if (!victim)
+			return;
+		gpucg_unexpect(victim);
+	}
 	list_add_tail(&e->expect_node, &engine->expected);
 	engine->nr_expected++;
-}
-
-/* The average job of @e: the engine's for a newcomer, 1 ms on a new engine */
-static u64 gpucg_est(struct gpucg_entity *e)
-{
-	return e->est_ns ?: e->engine->est_ns ?: NSEC_PER_MSEC;
-}
-
-/* When the jobs of @e in flight are expected to end, or it went idle. */
-static u64 gpucg_since(struct gpucg_entity *e, u64 now)
-{
-	return e->inflight ? max(e->due_ns, now) : e->idle_ns;
 }
 
 static void gpucg_entity_pin(struct gpucg_entity *e)
@@ -382,6 +425,7 @@ static void gpucg_entity_init(struct gpucg_entity *e, struct gpucg_engine *engin
 	e->queues = RB_ROOT_CACHED;
 	e->key = GPUCG_KEY_NONE;
 	e->boost = GPUCG_KEY_NONE;
+	e->boost_local = GPUCG_KEY_NONE;
 	INIT_LIST_HEAD(&e->boosts_out);
 	INIT_LIST_HEAD(&e->boosts_in);
 	INIT_LIST_HEAD(&e->engine_node);
@@ -645,13 +689,14 @@ static void gpucg_boost_pass(struct gpucg_entity *e, int *budget)
 }
 
 /*
- * Sets @e's boost to the highest priority its links lend it, re-sorts it,
- * and passes a change on, within @budget links. Boost lock held; takes
- * @e's engine lock, with interrupts off already.
+ * Sets @e's boost to the highest priority its links lend it (and what
+ * waiters on its own engine lend it, for gpucg_hold()), re-sorts it, and
+ * passes a change on, within @budget links. Boost lock held; takes @e's
+ * engine lock, with interrupts off already.
  */
 static void gpucg_boost_update(struct gpucg_entity *e, int *budget)
 {
-	int boost = GPUCG_KEY_NONE, hops = 0;
+	int boost = GPUCG_KEY_NONE, local = GPUCG_KEY_NONE, hops = 0;
 	struct gpucg_boost *b;
 	bool changed;
 
@@ -661,16 +706,22 @@ static void gpucg_boost_update(struct gpucg_entity *e, int *budget)
 			boost = b->prio;
 			hops = b->hops;
 		}
+		if (b->from->engine == e->engine)
+			local = max(local, b->prio);
 	}
 	changed = boost != e->boost || hops != e->boost_hops;
-	if (!changed)
+	if (!changed && local == e->boost_local)
 		return;
 	spin_lock(&e->engine->lock);
-	e->boost = boost;
-	e->boost_hops = hops;
-	gpucg_entity_update(e, ktime_get_ns());
+	e->boost_local = local;
+	if (changed) {
+		e->boost = boost;
+		e->boost_hops = hops;
+		gpucg_entity_update(e, ktime_get_ns());
+	}
 	spin_unlock(&e->engine->lock);
-	gpucg_boost_pass(e, budget);
+	if (changed)
+		gpucg_boost_pass(e, budget);
 }
 
 /*
@@ -1359,7 +1410,7 @@ static void gpucg_queue_deactivate(struct gpucg_queue *q, u64 now)
 	gpucg_entity_update(ent, now);
 	/* its last ready work went to the hardware: expect it back */
 	if (!ent->active && ent->inflight)
-		gpucg_expect(ent);
+		gpucg_expect(ent, now);
 }
 
 /**
@@ -1657,19 +1708,24 @@ static bool gpucg_ring_deep(struct gpucg_engine *engine,
 static u64 gpucg_hold(struct gpucg_engine *engine, struct gpucg_entity *e,
 		      u64 now)
 {
-	/* what @e is lent, if it is: it serves a waiter of no more */
-	int lent = e->boost > e->prio ? e->boost : GPUCG_KEY_NONE;
+	/*
+	 * What @e is lent above its own band, or by a waiter on this engine
+	 * (which may be in its band, and expected): it serves a waiter of no
+	 * more. Its own jobs on another engine that wait on it lend it its
+	 * band, and that alone must not stop it being held.
+	 */
+	int lent = e->boost > e->prio ? e->boost : e->boost_local;
 	struct gpucg_entity *a, *tmp;
 	u64 until, wait, hold = U64_MAX;
 	bool deep;
 
 	list_for_each_entry_safe(a, tmp, &engine->expected, expect_node) {
-		wait = gpucg_expect_ns(a);
-		until = gpucg_since(a, now) + wait;
-		if ((s64)(until + 4 * (a->est_ns + a->think_ns) - now) <= 0) {
+		if (gpucg_expect_over(a, now)) {
 			gpucg_unexpect(a);
 			continue;
 		}
+		wait = gpucg_expect_ns(a);
+		until = gpucg_since(a, now) + wait;
 		/* the waiter may be the one expected: never held for it */
 		if (gpucg_own_key(a) <= lent || !gpucg_expected_beats(a, e))
 			continue;
@@ -1869,7 +1925,7 @@ void gpucg_charge(struct gpucg_engine *engine, struct gpucg_ticket *t, u64 ns)
 	/* only work that waits to be ready again */
 	if (!ent->inflight && !ent->active) {
 		if (ns)
-			gpucg_expect(ent);
+			gpucg_expect(ent, now);
 		else
 			gpucg_unexpect(ent);
 	}
