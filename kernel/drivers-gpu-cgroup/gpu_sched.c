@@ -97,14 +97,14 @@
  * (Twice, not once: the latency between a job's end and the next job's
  * arrival counts as think time, and a client that renders for as long as
  * it waits must still get what it asks for.) An engine expects at most 8
- * entities at once: for a ninth, the oldest that is overdue or that it
- * does not wait for makes room, else the oldest if it waits for the
- * newcomer; one it would not wait for is not listed beside 8 it waits for
- * (and its ring is not kept shallow), so any number of clients that think
- * long cannot push out one it waits for. A gap shorter than the wait does
- * not count as idling: the entity keeps its vtime. Expecting assumes the
- * engine runs the jobs in flight one after another, as a ring does; it
- * never makes a client wait for itself.
+ * entities at once: for a ninth, the oldest that is overdue (later than
+ * its four cycles) or that it does not wait for makes room, else the
+ * oldest if it waits for the newcomer; one it would not wait for is not
+ * listed beside 8 it waits for (and its ring is not kept shallow), so any
+ * number of clients that think long cannot push out one it waits for. A
+ * gap shorter than the wait does not count as idling: the entity keeps its
+ * vtime. Expecting assumes the engine runs the jobs in flight one after
+ * another, as a ring does; it never makes a client wait for itself.
  *
  * Priority inheritance. A queue whose next work waits on a job of another
  * client that is still in its queue (a fence of a job not yet handed to
@@ -181,7 +181,7 @@
  * that links, takes the locks of the engines reachable along them. A link
  * pins the cgroups of both its ends, and an engine's destruction drops
  * the links to and from it and refuses new ones either way. An entity's
- * boost is written under both locks.
+ * boost and boost_local are written under both locks.
  */
 
 #include <linux/cgroup.h>
@@ -244,7 +244,7 @@ struct gpucg_entity {
 	int			prio;		/* effective priority */
 	int			boost;		/* highest priority lent to it */
 	int			boost_hops;	/* links the boost came over */
-	int			boost_local;	/* ... by waiters on its engine */
+	int			boost_local;	/* lent by waiters on its engine */
 	struct list_head	boosts_out;	/* links of its waits, boost lock */
 	struct list_head	boosts_in;	/* links into it, boost lock */
 	int			key;		/* its band in the parent's tree */
