@@ -44,11 +44,18 @@ inversion_rate_ratio cannot exceed it by more than the noise; the two
 apart are what inheritance leaves.
 inversion_rate_ratio_idle: the rate under the load over the rate with no
 load anywhere (the CPU cost of the load counted too), for reference.
+inversion_times_ms: for each of those loads, the medians of the time from
+the signaler's job's queueing to the waiter's (submit_gap: the two
+processes' round trip, a few microseconds on real hardware) and of the
+time the signaler's job waited in its queue (signaler_wait). A middle job
+that starts in the submit gap is one the signaler's job waits for whatever
+inheritance does: the waiter has not asked for it yet.
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from pathlib import Path
 
@@ -151,10 +158,12 @@ def think_share(top: Cgroup, fraction: float, saturated: float) -> tuple[float, 
 
 
 def inversion_rate(top: Cgroup, name: str, wait_node: Path, signal_node: Path,
-                   middle: Path | None, signal_prio: int = -100) -> int:
+                   middle: Path | None, signal_prio: int = -100,
+                   pairs: list[tuple[int, int]] | None = None) -> int:
     """Jobs a client at priority 100 on @wait_node, whose every job waits on
     one of a client at @signal_prio on @signal_node, completes in a window,
-    with (@middle) a saturating load at priority 0 on that node."""
+    with (@middle) a saturating load at priority 0 on that node; @pairs as
+    waited_jobs() fills it."""
     base = top.child(name)
     high, low, mid = base.child("high"), base.child("low"), base.child("middle")
     for g in (base, high, low, mid):
@@ -174,7 +183,7 @@ def inversion_rate(top: Cgroup, name: str, wait_node: Path, signal_node: Path,
             link, signaler = linked_signaler(gpu, signal_node, low.path, LINK_JOB_NS)
             procs.append(signaler)
             time.sleep(0.3)
-            done = waited_jobs(gpu, link, [signaler], LINK_JOB_NS, WINDOW_S)
+            done = waited_jobs(gpu, link, [signaler], LINK_JOB_NS, WINDOW_S, pairs)
     finally:
         Cgroup(top.mount).add_proc(os.getpid())
         for proc in procs:
@@ -184,10 +193,12 @@ def inversion_rate(top: Cgroup, name: str, wait_node: Path, signal_node: Path,
 
 
 def inversion_rates(top: Cgroup, wait_node: Path, signal_node: Path,
-                    elsewhere: Path) -> dict[str, float]:
+                    elsewhere: Path) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
     """The pair's rates in jobs/s (see the top): alone, with the load on
     @elsewhere, with it on @signal_node, and with it there and the signaler
-    at 100."""
+    at 100; and for each, the medians in ms of the time from the
+    signaler's job's queueing to the waiter's (submit_gap) and of the time
+    the signaler's job waited in its queue (signaler_wait)."""
     cases: dict[str, tuple[Path | None, int]] = {
         "alone": (None, -100),
         "load_elsewhere": (elsewhere, -100),
@@ -195,11 +206,20 @@ def inversion_rates(top: Cgroup, wait_node: Path, signal_node: Path,
         "loaded_same_band": (signal_node, 100),
     }
     jobs = dict.fromkeys(cases, 0)
+    pairs: dict[str, list[tuple[int, int]]] = {case: [] for case in cases}
     for _ in range(INVERSION_ROUNDS):
         for case, (middle, prio) in cases.items():
             jobs[case] += inversion_rate(top, f"inv-{case}", wait_node, signal_node, middle,
-                                         prio)
-    return {case: round(n / (INVERSION_ROUNDS * WINDOW_S), 1) for case, n in jobs.items()}
+                                         prio, pairs[case])
+    times = {case: {"submit_gap": median_ms([gap for gap, _ in p]),
+                    "signaler_wait": median_ms([wait for _, wait in p])}
+             for case, p in pairs.items()}
+    return ({case: round(n / (INVERSION_ROUNDS * WINDOW_S), 1) for case, n in jobs.items()},
+            times)
+
+
+def median_ms(values_ns: list[int]) -> float:
+    return round(statistics.median(values_ns) / 1e6, 2) if values_ns else 0.0
 
 
 def worst_ratio(rates: dict[str, dict[str, float]], key: str,
@@ -229,6 +249,7 @@ def shape_figures(top: Cgroup) -> dict[str, object]:
         think_errors.append(abs(got - want))
         idle.append(idle_pct)
     rates: dict[str, dict[str, float]] = {}
+    times: dict[str, dict[str, dict[str, float]]] = {}
     # a third device for the load's baseline; device 1 on the policy too
     # when it holds the signaler
     for where, params in (("one engine", {"devices": "3"}),
@@ -236,7 +257,7 @@ def shape_figures(top: Cgroup) -> dict[str, object]:
         node0, node1, node2 = load_simgpu(**params)[:3]
         signal_node = node0 if where == "one engine" else node1
         progress(f"priority inversion, {where}")
-        rates[where] = inversion_rates(top, node0, signal_node, node2)
+        rates[where], times[where] = inversion_rates(top, node0, signal_node, node2)
     load_simgpu()
     return {
         "multislot_shallow_error_pts": round(max(errors), 2),
@@ -248,4 +269,5 @@ def shape_figures(top: Cgroup) -> dict[str, object]:
         "inversion_rate_ratio_same_band": worst_ratio(rates, "loaded_same_band"),
         "inversion_rate_ratio_idle": worst_ratio(rates, "loaded", baseline="alone"),
         "inversion_rates_per_s": rates,
+        "inversion_times_ms": times,
     }

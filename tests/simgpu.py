@@ -206,11 +206,16 @@ def _signal(node: str, cgroup: str | None, wait_fd: int, signal_fd: int, duratio
         wait_for = gpu.syncobj_import(wait_fd) if wait_fd >= 0 else 0
         signal = gpu.syncobj_import(signal_fd)
         ready.set()
+        last = 0
         while not stop.is_set():
             if conn.poll(0.1):
+                try:  # the times of the last job queued, if it has finished
+                    times = gpu.wait(last, timeout_ns=1) if last else None
+                except OSError:
+                    times = None
                 for _ in range(conn.recv()):
-                    gpu.submit(duration_ns, wait_for=wait_for, signal=signal)
-                conn.send(None)
+                    last = gpu.submit(duration_ns, wait_for=wait_for, signal=signal)
+                conn.send(times)
 
 
 class Signaler(ClientProcess):
@@ -229,16 +234,18 @@ class Signaler(ClientProcess):
         finally:
             child.close()  # the child's end: its exit reads as EOF here
 
-    def submit(self, jobs: int = 1, timeout_s: float = 10.0) -> None:
+    def submit(self, jobs: int = 1, timeout_s: float = 10.0) -> JobTimes | None:
         """Queue @jobs jobs; the last one's fence is in the signal syncobj
-        when this returns."""
+        when this returns. The times of the last job the previous call
+        queued, if it has finished."""
         self._conn.send(jobs)
         if not self._conn.poll(timeout_s):
             raise TimeoutError("the signaler did not answer")
         try:
-            self._conn.recv()
+            times: JobTimes | None = self._conn.recv()
         except EOFError:
             raise RuntimeError("the signaler died") from None
+        return times
 
     def stop(self) -> None:
         super().stop()
@@ -259,20 +266,27 @@ def linked_signaler(gpu: SimGpu, node: str | Path, cgroup: str | Path | None, du
 
 
 def waited_jobs(gpu: SimGpu, link: int, signalers: list[Signaler], duration_ns: int,
-                seconds: float) -> int:
+                seconds: float, pairs: list[tuple[int, int]] | None = None) -> int:
     """Jobs of @duration_ns of @gpu's file, each waiting on syncobj @link
-    after each of @signalers queued a job, completed within @seconds."""
+    after each of @signalers queued a job, completed within @seconds. For
+    each completed job but the last, appends to @pairs the time from the
+    last signaler's job's queueing to its own, and the time that job
+    waited in its queue, in ns."""
     done = 0
     end = time.monotonic() + seconds
+    waiter: JobTimes | None = None
     while (left := end - time.monotonic()) > 0:
         try:
             for signaler in signalers:
-                signaler.submit(timeout_s=left)
+                signal = signaler.submit(timeout_s=left)
         except TimeoutError:
             break
+        if pairs is not None and waiter is not None and signal is not None:
+            pairs.append((waiter.queued_ns - signal.queued_ns,
+                          signal.start_ns - signal.queued_ns))
         seqno = gpu.submit(duration_ns, wait_for=link)
         try:
-            gpu.wait(seqno, timeout_ns=max(1, int((end - time.monotonic()) * 1e9)))
+            waiter = gpu.wait(seqno, timeout_ns=max(1, int((end - time.monotonic()) * 1e9)))
         except OSError:
             break  # the window ended with the job still waiting
         done += 1

@@ -87,6 +87,44 @@ def test_waiter_lends_its_priority_to_the_job_it_waits_for(bands, simgpu_nodes, 
         f"the signaller's cgroup was charged {low_us} us for {done} jobs of its own"
 
 
+BUSY_JOB_NS = 400_000_000
+
+
+def test_a_job_lends_from_its_submission(bands, simgpu_nodes):
+    """The waiter's own device runs 400 ms jobs at 0 when its job is
+    queued: its scheduler looks at the job only when the running one ends,
+    but the job is its queue's next from its submission on, and the job it
+    waits for (at -100, behind a band at 0 on the other device) runs well
+    before. A loan made only when the scheduler looks at the job leaves it
+    behind the band until then: the signaller would not have run 100 ms
+    after the waiter's job was queued."""
+    wait_node, signal_node = simgpu_nodes[1], simgpu_nodes[0]
+    low, dev = bands["low"], devt(signal_node)
+    seen: list[bool] = []
+    with joined(bands["high"]), SimGpu(wait_node) as gpu:
+        link, signaler = linked_signaler(gpu, signal_node, low.path, LINK_JOB_NS)
+        busy = Load(wait_node, bands["middle"].path, BUSY_JOB_NS, depth=1)
+        with running(signaler), running(busy, Load(signal_node, bands["middle"].path,
+                                                   LOAD_JOB_NS)):
+            time.sleep(0.3)
+            for _ in range(8):
+                before = usage_us(low, dev)
+                signaler.submit()
+                seqno = gpu.submit(LINK_JOB_NS, wait_for=link)
+                time.sleep(0.1)
+                try:  # the waiter's device came free meanwhile: says nothing
+                    gpu.wait(seqno, timeout_ns=1)
+                except OSError:
+                    seen.append(usage_us(low, dev) > before)
+                gpu.wait(seqno)
+                if len(seen) >= 3:
+                    break
+    assert len(seen) >= 2, f"the waiter's device came free within 100 ms {8 - len(seen)} " \
+        "times in 8"
+    assert all(seen), f"the signaller ran within 100 ms of the waiter's job {seen.count(True)} " \
+        f"times in {len(seen)}"
+
+
 def test_inheritance_follows_a_chain(bands, simgpu_nodes):
     """100 waits on -100 (device 0), which waits on another cgroup at -100
     (device 1), with a band at 0 saturating both devices: the priority is

@@ -44,6 +44,11 @@
  * inheritance in kernel/cgroup/gpu_sched.c): from the pop that finds the
  * dependency until that scheduler's first selection after the job was
  * handed to the hardware, or until the entity pops again or goes away.
+ * A job pushed to an empty queue is its entity's next job from its push
+ * on, and lends from then (drm_sched_entity_gpucg_pushed()): its own
+ * scheduler may look at it much later (it is busy, or its run-job work
+ * waits for a CPU), and the job it waits for would wait behind lower
+ * bands all that time.
  *
  * Under the FIFO and RR policies the scheduler behaves as upstream's: the
  * engine only charges GPU time, per entity, and gpu.stat says sched=0.
@@ -553,26 +558,6 @@ void drm_sched_entity_gpucg_removed(struct drm_sched_entity *entity)
 	drm_sched_gpucg_rq_sync(entity->rq);
 }
 
-/**
- * drm_sched_entity_gpucg_fini - unbind an entity
- * @entity: the entity, which no job and no callback references any more
- *
- * Its jobs' tickets stay valid.
- *
- * Context: process context.
- */
-void drm_sched_entity_gpucg_fini(struct drm_sched_entity *entity)
-{
-	drm_sched_entity_gpucg_unwait(entity);
-	if (!entity->gpucg_ready)
-		return;
-	gpucg_queue_fini(&entity->gpucg);
-	if (entity->rq)
-		drm_sched_gpucg_rq_put(entity->rq);
-	gpucg_client_put(entity->gpucg_client);
-	entity->gpucg_client = NULL;
-}
-
 /* Whether the job @b waits for has left its queue. Any context. */
 static bool drm_sched_gpucg_wait_done(struct gpucg_boost *b)
 {
@@ -580,6 +565,83 @@ static bool drm_sched_gpucg_wait_done(struct gpucg_boost *b)
 		container_of(b, struct drm_sched_entity, gpucg_boost);
 
 	return test_bit(DMA_FENCE_FLAG_SIGNALED_BIT, &entity->gpucg_wait->flags);
+}
+
+/* The same for the wait lent at push. Any context. */
+static bool drm_sched_gpucg_head_done(struct gpucg_boost *b)
+{
+	struct drm_sched_entity *entity =
+		container_of(b, struct drm_sched_entity, gpucg_head_boost);
+
+	return test_bit(DMA_FENCE_FLAG_SIGNALED_BIT,
+			&entity->gpucg_head_wait->flags);
+}
+
+/* Ends the loan of @b, whose fence is *@wait. Process context. */
+static void drm_sched_gpucg_unlend(struct gpucg_boost *b,
+				   struct dma_fence **wait)
+{
+	if (!*wait)
+		return;
+	gpucg_boost_unlink(b);
+	dma_fence_put(*wait);
+	*wait = NULL;
+}
+
+/* A scheduler fence of a client's job not yet run: @fence or NULL. */
+static struct drm_sched_fence *drm_sched_gpucg_lendable(struct dma_fence *fence)
+{
+	struct drm_sched_fence *s_fence = fence ? to_drm_sched_fence(fence) : NULL;
+
+	if (!s_fence || !s_fence->drm_client_id ||
+	    test_bit(DMA_FENCE_FLAG_SIGNALED_BIT, &s_fence->scheduled.flags))
+		return NULL;
+	return s_fence;
+}
+
+/*
+ * Lends @entity's priority through @b to the job of @fence, if it is
+ * another client's still in its queue; *@wait then holds its scheduled
+ * fence for @done. Process context.
+ */
+static void drm_sched_gpucg_lend(struct drm_sched_entity *entity,
+				 struct gpucg_boost *b, struct dma_fence **wait,
+				 struct dma_fence *fence,
+				 bool (*done)(struct gpucg_boost *b))
+{
+	struct drm_sched_fence *s_fence = drm_sched_gpucg_lendable(fence);
+	struct drm_sched_gpucg_rq *grq;
+	struct gpucg_client *client;
+
+	drm_sched_gpucg_unlend(b, wait);
+	if (!s_fence)
+		return;
+	/*
+	 * The submitter may move the entity to another run queue right now
+	 * (drm_sched_entity_gpucg_follow()): the one it leaves stays until a
+	 * grace period, and is pinned here for the link's making.
+	 */
+	rcu_read_lock();
+	grq = drm_sched_gpucg_rq_of(READ_ONCE(entity->rq));
+	if (grq && !gpucg_group_tryget(&grq->q))
+		grq = NULL;
+	rcu_read_unlock();
+	if (!grq)
+		return;
+	client = drm_file_gpucg_client(s_fence->drm_client_id);
+	if (client) {
+		*wait = dma_fence_get(&s_fence->scheduled);
+		/*
+		 * A job not yet handed to the hardware still has its
+		 * scheduler as long as its driver tears entities down
+		 * before their scheduler, as drm_sched_fini() and the
+		 * scheduler's own fence callbacks assume.
+		 */
+		gpucg_boost_link(b, &grq->q, s_fence->sched->gpucg, client,
+				 done);
+		gpucg_client_put(client);
+	}
+	gpucg_group_put(&grq->q);
 }
 
 /**
@@ -601,41 +663,8 @@ static bool drm_sched_gpucg_wait_done(struct gpucg_boost *b)
 void drm_sched_entity_gpucg_wait(struct drm_sched_entity *entity,
 				 struct dma_fence *fence)
 {
-	struct drm_sched_fence *s_fence = to_drm_sched_fence(fence);
-	struct drm_sched_gpucg_rq *grq;
-	struct gpucg_client *client;
-
-	drm_sched_entity_gpucg_unwait(entity);
-	if (!s_fence || !s_fence->drm_client_id ||
-	    test_bit(DMA_FENCE_FLAG_SIGNALED_BIT, &s_fence->scheduled.flags))
-		return;
-	/*
-	 * The submitter may move the entity to another run queue right now
-	 * (drm_sched_entity_gpucg_follow()): the one it leaves stays until a
-	 * grace period, and is pinned here for the link's making.
-	 */
-	rcu_read_lock();
-	grq = drm_sched_gpucg_rq_of(READ_ONCE(entity->rq));
-	if (grq && !gpucg_group_tryget(&grq->q))
-		grq = NULL;
-	rcu_read_unlock();
-	if (!grq)
-		return;
-	client = drm_file_gpucg_client(s_fence->drm_client_id);
-	if (client) {
-		entity->gpucg_wait = dma_fence_get(&s_fence->scheduled);
-		/*
-		 * A job not yet handed to the hardware still has its
-		 * scheduler as long as its driver tears entities down
-		 * before their scheduler, as drm_sched_fini() and the
-		 * scheduler's own fence callbacks assume.
-		 */
-		gpucg_boost_link(&entity->gpucg_boost, &grq->q,
-				 s_fence->sched->gpucg, client,
-				 drm_sched_gpucg_wait_done);
-		gpucg_client_put(client);
-	}
-	gpucg_group_put(&grq->q);
+	drm_sched_gpucg_lend(entity, &entity->gpucg_boost, &entity->gpucg_wait,
+			     fence, drm_sched_gpucg_wait_done);
 }
 
 /**
@@ -646,11 +675,80 @@ void drm_sched_entity_gpucg_wait(struct drm_sched_entity *entity,
  */
 void drm_sched_entity_gpucg_unwait(struct drm_sched_entity *entity)
 {
-	if (!entity->gpucg_wait)
+	drm_sched_gpucg_unlend(&entity->gpucg_boost, &entity->gpucg_wait);
+}
+
+/**
+ * drm_sched_job_gpucg_lender - the fence a job lends to once it is queued
+ * @job: an armed job, not yet pushed
+ *
+ * Returns: a reference to the first of @job's dependencies that is a
+ * scheduler fence of a client's job not yet handed to the hardware, or
+ * NULL; for drm_sched_entity_gpucg_pushed().
+ *
+ * Context: process context, the submitter's, before the push: the job and
+ * its dependencies are the submitter's still.
+ */
+struct dma_fence *drm_sched_job_gpucg_lender(struct drm_sched_job *job)
+{
+	struct dma_fence *fence;
+	unsigned long index;
+
+	if (!drm_sched_gpucg_grouped(job->sched))
+		return NULL;
+	xa_for_each(&job->dependencies, index, fence)
+		if (drm_sched_gpucg_lendable(fence))
+			return dma_fence_get(fence);
+	return NULL;
+}
+
+/**
+ * drm_sched_entity_gpucg_pushed - a job was pushed: lend what its wait lends
+ * @entity: the entity
+ * @fence: drm_sched_job_gpucg_lender() of the job, whose reference this
+ *	   drops; NULL: the job waits on nothing that lends
+ * @first: the job went to an empty queue: it is the entity's next job
+ *
+ * The first job lends as drm_sched_entity_gpucg_wait() would, from now
+ * until the job it waits for is handed to the hardware, the next first
+ * job is pushed or @entity goes away. The pop that finds the dependency
+ * lends again, through &drm_sched_entity.gpucg_boost: a job behind others
+ * in its queue lends from then only. An earlier first job's loan ends
+ * here: that job left the queue, and what it waited for signalled.
+ *
+ * Context: process context, the submitter's, after the push, serialized
+ * with the entity's other pushes and its teardown by the driver.
+ */
+void drm_sched_entity_gpucg_pushed(struct drm_sched_entity *entity,
+				   struct dma_fence *fence, bool first)
+{
+	if (first)
+		drm_sched_gpucg_lend(entity, &entity->gpucg_head_boost,
+				     &entity->gpucg_head_wait, fence,
+				     drm_sched_gpucg_head_done);
+	dma_fence_put(fence);
+}
+
+/**
+ * drm_sched_entity_gpucg_fini - unbind an entity
+ * @entity: the entity, which no job and no callback references any more
+ *
+ * Its jobs' tickets stay valid.
+ *
+ * Context: process context.
+ */
+void drm_sched_entity_gpucg_fini(struct drm_sched_entity *entity)
+{
+	drm_sched_entity_gpucg_unwait(entity);
+	drm_sched_gpucg_unlend(&entity->gpucg_head_boost,
+			       &entity->gpucg_head_wait);
+	if (!entity->gpucg_ready)
 		return;
-	gpucg_boost_unlink(&entity->gpucg_boost);
-	dma_fence_put(entity->gpucg_wait);
-	entity->gpucg_wait = NULL;
+	gpucg_queue_fini(&entity->gpucg);
+	if (entity->rq)
+		drm_sched_gpucg_rq_put(entity->rq);
+	gpucg_client_put(entity->gpucg_client);
+	entity->gpucg_client = NULL;
 }
 
 /**
