@@ -46,7 +46,7 @@ inversion_rate_ratio_idle: the rate under the load over the rate with no
 load anywhere (the CPU cost of the load counted too), for reference.
 inversion_times_ms: for each of those loads, the medians of the time from
 the signaler's job's queueing to the waiter's (submit_gap: the two
-processes' round trip, a few microseconds on real hardware) and of the
+processes' round trip, tens of microseconds on real hardware) and of the
 time the signaler's job waited in its queue (signaler_wait). A middle job
 that starts in the submit gap is one the signaler's job waits for whatever
 inheritance does: the waiter has not asked for it yet.

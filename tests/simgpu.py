@@ -276,14 +276,14 @@ def waited_jobs(gpu: SimGpu, link: int, signalers: list[Signaler], duration_ns: 
     end = time.monotonic() + seconds
     waiter: JobTimes | None = None
     while (left := end - time.monotonic()) > 0:
+        signal: JobTimes | None = None
         try:
             for signaler in signalers:
                 signal = signaler.submit(timeout_s=left)
         except TimeoutError:
             break
         if pairs is not None and waiter is not None and signal is not None:
-            pairs.append((waiter.queued_ns - signal.queued_ns,
-                          signal.start_ns - signal.queued_ns))
+            pairs.append((waiter.queued_ns - signal.queued_ns, signal.wait_ns))
         seqno = gpu.submit(duration_ns, wait_for=link)
         try:
             waiter = gpu.wait(seqno, timeout_ns=max(1, int((end - time.monotonic()) * 1e9)))

@@ -320,7 +320,7 @@ cmd_export() {
 	cmd_apply
 	mkdir -p "$dir"
 	rm -f "$dir"/*.patch
-	git -C "$SRC" format-patch -q -n --zero-commit --no-signature -o "$(realpath "$dir")" "$BASE_TAG..HEAD"
+	git -C "$SRC" -c core.abbrev=9 format-patch -q -n --zero-commit --no-signature -o "$(realpath "$dir")" "$BASE_TAG..HEAD"
 	# the cover letter, BASE/cover-letter, with the shortlog and diffstat
 	if [ -f "$BASE_DIR/cover-letter" ]; then
 		{
@@ -364,7 +364,7 @@ cmd_refresh() {
 	done
 	# numbered as a series, blank context lines without
 	# their trailing space (git apply takes them so)
-	git -C "$SRC" format-patch -q -n --zero-commit --no-signature \
+	git -C "$SRC" -c core.abbrev=9 format-patch -q -n --zero-commit --no-signature \
 		-o "$tmp/out" "$BASE_TAG..HEAD" -- . "${paths[@]}"
 	mapfile -t files < <(ls "$tmp"/out/*.patch)
 	for i in "${!commits[@]}"; do

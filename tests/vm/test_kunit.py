@@ -158,9 +158,11 @@ def test_suites_pass(scheduler, kunit_cgroups, policy):
     skipped = [name for _, name, rest in cgroup if "# SKIP" in rest]
     if policy == "fair":
         assert len(cgroup) >= 9 and not skipped, f"{CGROUP_SUITE}: {cgroup}"
-        # the walk over a scheduler's entities, karma through it
-        assert any(name.strip() == "drm_sched_cgroup_karma" for _, name, _ in cgroup), \
-            f"{CGROUP_SUITE}: {cgroup}"
+        # the walk over a scheduler's entities, karma through it; the
+        # dependency a job lends to from its push
+        names = {name.strip() for _, name, _ in cgroup}
+        for case in ("drm_sched_cgroup_karma", "drm_sched_cgroup_lender"):
+            assert case in names, f"{CGROUP_SUITE} has no {case}: {cgroup}"
     else:
         assert skipped, f"{CGROUP_SUITE} ran under {policy}: {cgroup}"
 

@@ -63,9 +63,10 @@
  * context only: job initialization, push, the run-job and free-job work
  * items, entity teardown. The anticipation timer only queues the run-job
  * work. Priority inheritance takes engine locks of other schedulers too,
- * other devices' included: from a pop or a selection, from entity teardown
- * and from a write of gpu.priority, all in process context; its own lock
- * nests outside engine locks and is taken with no scheduler lock held.
+ * other devices' included: from a push, a pop or a selection, from entity
+ * teardown and from a write of gpu.priority, all in process context; its
+ * own lock nests outside engine locks and is taken with no scheduler lock
+ * held.
  */
 
 #include <linux/bitops.h>
@@ -561,38 +562,32 @@ void drm_sched_entity_gpucg_removed(struct drm_sched_entity *entity)
 /* Whether the job @b waits for has left its queue. Any context. */
 static bool drm_sched_gpucg_wait_done(struct gpucg_boost *b)
 {
-	struct drm_sched_entity *entity =
-		container_of(b, struct drm_sched_entity, gpucg_boost);
+	struct drm_sched_gpucg_wait *w =
+		container_of(b, struct drm_sched_gpucg_wait, boost);
 
-	return test_bit(DMA_FENCE_FLAG_SIGNALED_BIT, &entity->gpucg_wait->flags);
+	return test_bit(DMA_FENCE_FLAG_SIGNALED_BIT, &w->fence->flags);
 }
 
-/* The same for the wait lent at push. Any context. */
-static bool drm_sched_gpucg_head_done(struct gpucg_boost *b)
+/* Ends the loan of @w. Process context. */
+static void drm_sched_gpucg_unlend(struct drm_sched_gpucg_wait *w)
 {
-	struct drm_sched_entity *entity =
-		container_of(b, struct drm_sched_entity, gpucg_head_boost);
-
-	return test_bit(DMA_FENCE_FLAG_SIGNALED_BIT,
-			&entity->gpucg_head_wait->flags);
-}
-
-/* Ends the loan of @b, whose fence is *@wait. Process context. */
-static void drm_sched_gpucg_unlend(struct gpucg_boost *b,
-				   struct dma_fence **wait)
-{
-	if (!*wait)
+	if (!w->fence)
 		return;
-	gpucg_boost_unlink(b);
-	dma_fence_put(*wait);
-	*wait = NULL;
+	/* after this, the core no longer calls drm_sched_gpucg_wait_done() */
+	gpucg_boost_unlink(&w->boost);
+	dma_fence_put(w->fence);
+	w->fence = NULL;
 }
 
-/* A scheduler fence of a client's job not yet run: @fence or NULL. */
+/*
+ * A scheduler fence of a client's job not yet handed to the hardware:
+ * @fence's, or NULL.
+ */
 static struct drm_sched_fence *drm_sched_gpucg_lendable(struct dma_fence *fence)
 {
-	struct drm_sched_fence *s_fence = fence ? to_drm_sched_fence(fence) : NULL;
+	struct drm_sched_fence *s_fence;
 
+	s_fence = fence ? to_drm_sched_fence(fence) : NULL;
 	if (!s_fence || !s_fence->drm_client_id ||
 	    test_bit(DMA_FENCE_FLAG_SIGNALED_BIT, &s_fence->scheduled.flags))
 		return NULL;
@@ -600,20 +595,20 @@ static struct drm_sched_fence *drm_sched_gpucg_lendable(struct dma_fence *fence)
 }
 
 /*
- * Lends @entity's priority through @b to the job of @fence, if it is
- * another client's still in its queue; *@wait then holds its scheduled
- * fence for @done. Process context.
+ * Lends @entity's priority through @w to the job of @fence, if it is a
+ * client's job still in its queue and not in @entity's own cgroup on its
+ * own scheduler (the core links nothing there); @w then holds the job's
+ * scheduled fence. Process context.
  */
 static void drm_sched_gpucg_lend(struct drm_sched_entity *entity,
-				 struct gpucg_boost *b, struct dma_fence **wait,
-				 struct dma_fence *fence,
-				 bool (*done)(struct gpucg_boost *b))
+				 struct drm_sched_gpucg_wait *w,
+				 struct dma_fence *fence)
 {
 	struct drm_sched_fence *s_fence = drm_sched_gpucg_lendable(fence);
 	struct drm_sched_gpucg_rq *grq;
 	struct gpucg_client *client;
 
-	drm_sched_gpucg_unlend(b, wait);
+	drm_sched_gpucg_unlend(w);
 	if (!s_fence)
 		return;
 	/*
@@ -630,15 +625,15 @@ static void drm_sched_gpucg_lend(struct drm_sched_entity *entity,
 		return;
 	client = drm_file_gpucg_client(s_fence->drm_client_id);
 	if (client) {
-		*wait = dma_fence_get(&s_fence->scheduled);
+		w->fence = dma_fence_get(&s_fence->scheduled);
 		/*
 		 * A job not yet handed to the hardware still has its
 		 * scheduler as long as its driver tears entities down
 		 * before their scheduler, as drm_sched_fini() and the
 		 * scheduler's own fence callbacks assume.
 		 */
-		gpucg_boost_link(b, &grq->q, s_fence->sched->gpucg, client,
-				 done);
+		gpucg_boost_link(&w->boost, &grq->q, s_fence->sched->gpucg,
+				 client, drm_sched_gpucg_wait_done);
 		gpucg_client_put(client);
 	}
 	gpucg_group_put(&grq->q);
@@ -663,8 +658,7 @@ static void drm_sched_gpucg_lend(struct drm_sched_entity *entity,
 void drm_sched_entity_gpucg_wait(struct drm_sched_entity *entity,
 				 struct dma_fence *fence)
 {
-	drm_sched_gpucg_lend(entity, &entity->gpucg_boost, &entity->gpucg_wait,
-			     fence, drm_sched_gpucg_wait_done);
+	drm_sched_gpucg_lend(entity, &entity->gpucg_wait, fence);
 }
 
 /**
@@ -675,14 +669,18 @@ void drm_sched_entity_gpucg_wait(struct drm_sched_entity *entity,
  */
 void drm_sched_entity_gpucg_unwait(struct drm_sched_entity *entity)
 {
-	drm_sched_gpucg_unlend(&entity->gpucg_boost, &entity->gpucg_wait);
+	drm_sched_gpucg_unlend(&entity->gpucg_wait);
 }
 
 /**
  * drm_sched_job_gpucg_lender - the fence a job lends to once it is queued
  * @job: an armed job, not yet pushed
  *
- * Returns: a reference to the first of @job's dependencies that is a
+ * Skips the fences of the job's own entity, which its scheduler does not
+ * wait for, and those of its own client's jobs on its own scheduler, which
+ * are in its own cgroup there.
+ *
+ * Return: a reference to the first other dependency of @job that is a
  * scheduler fence of a client's job not yet handed to the hardware, or
  * NULL; for drm_sched_entity_gpucg_pushed().
  *
@@ -691,30 +689,43 @@ void drm_sched_entity_gpucg_unwait(struct drm_sched_entity *entity)
  */
 struct dma_fence *drm_sched_job_gpucg_lender(struct drm_sched_job *job)
 {
+	u64 context = job->entity->fence_context;
+	u64 client_id = job->s_fence->drm_client_id;
+	struct drm_sched_fence *s_fence;
 	struct dma_fence *fence;
 	unsigned long index;
 
 	if (!drm_sched_gpucg_grouped(job->sched))
 		return NULL;
-	xa_for_each(&job->dependencies, index, fence)
-		if (drm_sched_gpucg_lendable(fence))
-			return dma_fence_get(fence);
+	xa_for_each(&job->dependencies, index, fence) {
+		if (fence->context == context || fence->context == context + 1)
+			continue;
+		s_fence = drm_sched_gpucg_lendable(fence);
+		if (!s_fence || (s_fence->sched == job->sched &&
+				 s_fence->drm_client_id == client_id))
+			continue;
+		return dma_fence_get(fence);
+	}
 	return NULL;
 }
+EXPORT_SYMBOL_IF_KUNIT(drm_sched_job_gpucg_lender);
 
 /**
  * drm_sched_entity_gpucg_pushed - a job was pushed: lend what its wait lends
  * @entity: the entity
  * @fence: drm_sched_job_gpucg_lender() of the job, whose reference this
  *	   drops; NULL: the job waits on nothing that lends
- * @first: the job went to an empty queue: it is the entity's next job
+ * @first: the job went to an empty queue that runs: it is the entity's
+ *	   next job
  *
  * The first job lends as drm_sched_entity_gpucg_wait() would, from now
  * until the job it waits for is handed to the hardware, the next first
  * job is pushed or @entity goes away. The pop that finds the dependency
- * lends again, through &drm_sched_entity.gpucg_boost: a job behind others
- * in its queue lends from then only. An earlier first job's loan ends
- * here: that job left the queue, and what it waited for signalled.
+ * lends again, through &drm_sched_entity.gpucg_wait: a job behind others
+ * in its queue lends from then only. The core drops an earlier first
+ * job's loan at the pick after what it waited for left its queue; the
+ * fence it holds goes at the next push after that, or at the next first
+ * job's push, by which that job has left the queue.
  *
  * Context: process context, the submitter's, after the push, serialized
  * with the entity's other pushes and its teardown by the driver.
@@ -722,10 +733,12 @@ struct dma_fence *drm_sched_job_gpucg_lender(struct drm_sched_job *job)
 void drm_sched_entity_gpucg_pushed(struct drm_sched_entity *entity,
 				   struct dma_fence *fence, bool first)
 {
+	struct drm_sched_gpucg_wait *w = &entity->gpucg_head;
+
 	if (first)
-		drm_sched_gpucg_lend(entity, &entity->gpucg_head_boost,
-				     &entity->gpucg_head_wait, fence,
-				     drm_sched_gpucg_head_done);
+		drm_sched_gpucg_lend(entity, w, fence);
+	else if (w->fence && dma_fence_is_signaled(w->fence))
+		drm_sched_gpucg_unlend(w);
 	dma_fence_put(fence);
 }
 
@@ -739,9 +752,8 @@ void drm_sched_entity_gpucg_pushed(struct drm_sched_entity *entity,
  */
 void drm_sched_entity_gpucg_fini(struct drm_sched_entity *entity)
 {
-	drm_sched_entity_gpucg_unwait(entity);
-	drm_sched_gpucg_unlend(&entity->gpucg_head_boost,
-			       &entity->gpucg_head_wait);
+	drm_sched_gpucg_unlend(&entity->gpucg_wait);
+	drm_sched_gpucg_unlend(&entity->gpucg_head);
 	if (!entity->gpucg_ready)
 		return;
 	gpucg_queue_fini(&entity->gpucg);

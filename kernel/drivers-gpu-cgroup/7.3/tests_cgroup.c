@@ -5,9 +5,10 @@
  * Upstream's scenario clients (tests_scheduler.c: heavy, interactive,
  * oversubscribed) placed in cgroups, on a mock scheduler that is an engine
  * of the gpu cgroup controller under the fair policy, with the shares of
- * GPU time asserted with margins; and the walks over a scheduler's entities
+ * GPU time asserted with margins; the walks over a scheduler's entities
  * (drm_sched_visit_rqs(), a hang's karma), which must find them in their
- * cgroups' run queues.
+ * cgroups' run queues; and the dependency a job lends its priority to from
+ * its push on.
  *
  * The cgroups come from whoever loads the module (the project's harness
  * does): drm_sched_tests.gpucg_root names a directory of the cgroup2 hierarchy
@@ -121,6 +122,33 @@ static void cg_client_work(struct kthread_work *work)
 			cg_client_count(client, ring[i]);
 }
 
+/*
+ * A device of the test's own with @n mock schedulers of @credits slots as
+ * its engines, in *@scheds; skips the test where they do not order cgroups.
+ */
+static struct gpucg_device *cg_setup(struct kunit *test,
+				     struct drm_mock_scheduler **scheds,
+				     unsigned int n, unsigned int credits)
+{
+	struct gpucg_device *dev;
+	unsigned int i;
+
+	if (!gpucg_root)
+		kunit_skip(test, "no gpucg_root: the cgroups must be prepared by the loader");
+	dev = gpucg_register_device(MKDEV(0, 0));
+	KUNIT_ASSERT_FALSE(test, IS_ERR(dev));
+	for (i = 0; i < n; i++)
+		scheds[i] = drm_mock_sched_new_gpucg(test, MAX_SCHEDULE_TIMEOUT,
+						     credits, dev);
+	if (!drm_sched_gpucg_orders(&scheds[0]->base)) {
+		for (i = 0; i < n; i++)
+			drm_mock_sched_fini(scheds[i]);
+		gpucg_put_device(dev);
+		kunit_skip(test, "the cgroup order extends the fair policy (sched_policy=2)");
+	}
+	return dev;
+}
+
 static struct gpucg_client *cg_client_new(struct kunit *test,
 					  struct gpucg_device *dev,
 					  const char *name)
@@ -154,18 +182,7 @@ static void cg_run(struct kunit *test, struct cg_client *clients,
 	struct gpucg_device *dev;
 	ktime_t start;
 
-	if (!gpucg_root)
-		kunit_skip(test, "no gpucg_root: the cgroups must be prepared by the loader");
-
-	dev = gpucg_register_device(MKDEV(0, 0));
-	KUNIT_ASSERT_FALSE(test, IS_ERR(dev));
-	sched = drm_mock_sched_new_gpucg(test, MAX_SCHEDULE_TIMEOUT, credits,
-					 dev);
-	if (!drm_sched_gpucg_orders(&sched->base)) {
-		drm_mock_sched_fini(sched);
-		gpucg_put_device(dev);
-		kunit_skip(test, "the cgroup order extends the fair policy (sched_policy=2)");
-	}
+	dev = cg_setup(test, &sched, 1, credits);
 
 	for (i = 0; i < n; i++) {
 		clients[i].test = test;
@@ -508,16 +525,7 @@ static void drm_sched_cgroup_karma(struct kunit *test)
 	struct gpucg_device *dev;
 	unsigned int i;
 
-	if (!gpucg_root)
-		kunit_skip(test, "no gpucg_root: the cgroups must be prepared by the loader");
-	dev = gpucg_register_device(MKDEV(0, 0));
-	KUNIT_ASSERT_FALSE(test, IS_ERR(dev));
-	sched = drm_mock_sched_new_gpucg(test, MAX_SCHEDULE_TIMEOUT, 1, dev);
-	if (!drm_sched_gpucg_orders(&sched->base)) {
-		drm_mock_sched_fini(sched);
-		gpucg_put_device(dev);
-		kunit_skip(test, "the cgroup order extends the fair policy (sched_policy=2)");
-	}
+	dev = cg_setup(test, &sched, 1, 1);
 
 	/* the jobs stay queued: their entities stay in their run queues */
 	drm_sched_wqueue_stop(&sched->base);
@@ -558,6 +566,65 @@ static void drm_sched_cgroup_karma(struct kunit *test)
 	gpucg_put_device(dev);
 }
 
+/*
+ * The fence a job lends to from its push (drm_sched_job_gpucg_lender()):
+ * not one of its own entity's, nor one of its own client's on its own
+ * scheduler, which is in its own cgroup there, even when those come first
+ * among its dependencies, as the fences of a client's own earlier jobs do
+ * under implicit synchronization.
+ */
+static void drm_sched_cgroup_lender(struct kunit *test)
+{
+	struct drm_mock_sched_entity *entities[3];
+	struct drm_mock_sched_job *jobs[4];
+	struct drm_mock_scheduler *scheds[2];
+	struct dma_fence *fences[3], *lender;
+	struct gpucg_client *client;
+	struct gpucg_device *dev;
+	unsigned int i;
+
+	dev = cg_setup(test, scheds, ARRAY_SIZE(scheds), 1);
+
+	/* nothing runs: every job stays in its queue */
+	for (i = 0; i < ARRAY_SIZE(scheds); i++)
+		drm_sched_wqueue_stop(&scheds[i]->base);
+	client = cg_client_new(test, dev, "w100");
+	/* the waiter's, another of its client's beside it, one elsewhere */
+	for (i = 0; i < ARRAY_SIZE(entities); i++) {
+		entities[i] = drm_mock_sched_entity_new(test, DRM_SCHED_PRIORITY_NORMAL,
+							scheds[i / 2]);
+		KUNIT_ASSERT_EQ(test, drm_sched_entity_gpucg_bind(&entities[i]->base,
+								  client), 0);
+		jobs[i] = drm_mock_sched_job_new(test, entities[i]);
+		drm_mock_sched_job_set_duration_us(jobs[i], 1000);
+		fences[i] = drm_mock_sched_job_submit_get_finished(jobs[i]);
+	}
+	jobs[3] = drm_mock_sched_job_new(test, entities[0]);
+	drm_mock_sched_job_set_duration_us(jobs[3], 1000);
+	for (i = 0; i < ARRAY_SIZE(fences); i++)
+		KUNIT_ASSERT_EQ(test, drm_sched_job_add_dependency(&jobs[3]->base,
+								   dma_fence_get(fences[i])), 0);
+	drm_sched_job_arm(&jobs[3]->base);
+	lender = drm_sched_job_gpucg_lender(&jobs[3]->base);
+	KUNIT_EXPECT_PTR_EQ(test, lender, fences[2]);
+	dma_fence_put(lender);
+	drm_sched_entity_push_job(&jobs[3]->base);
+
+	for (i = 0; i < ARRAY_SIZE(scheds); i++)
+		drm_sched_wqueue_start(&scheds[i]->base);
+	for (i = 0; i < ARRAY_SIZE(jobs); i++)
+		KUNIT_EXPECT_TRUE(test, drm_mock_sched_job_wait_finished(jobs[i], HZ));
+	for (i = 0; i < ARRAY_SIZE(fences); i++)
+		dma_fence_put(fences[i]);
+	for (i = 0; i < ARRAY_SIZE(entities); i++)
+		drm_mock_sched_entity_free(entities[i]);
+	gpucg_client_put(client);
+	for (i = 0; i < ARRAY_SIZE(scheds); i++)
+		drm_mock_sched_fini(scheds[i]);
+	gpucg_unregister_device(dev);
+	gpucg_put_device(dev);
+}
+
 static struct kunit_case drm_sched_cgroup_tests[] = {
 	KUNIT_CASE_PARAM_ATTR(drm_sched_cgroup_weights, cg_weight_gen_params,
 			      { .speed = KUNIT_SPEED_SLOW }),
@@ -568,6 +635,7 @@ static struct kunit_case drm_sched_cgroup_tests[] = {
 	KUNIT_CASE_SLOW(drm_sched_cgroup_priority),
 	KUNIT_CASE_SLOW(drm_sched_cgroup_inside),
 	KUNIT_CASE(drm_sched_cgroup_karma),
+	KUNIT_CASE(drm_sched_cgroup_lender),
 	{}
 };
 
