@@ -121,7 +121,7 @@ def test_higher_priority_job_starts_first(cgroup, node):
     # low-priority jobs were queued each time: the high one waited for the
     # cycle under way at most (half a cycle on average), now and then for the
     # next one too when it came just after a pick. In order, or by weight, it
-    # would wait for several cycles (a median of 2.1 measured at priority 0).
+    # would wait for several cycles (a median of 2.1 measured at priority 0, equal weights).
     cycles = sorted(w * busy for w in waits)
     assert cycles[len(cycles) // 2] <= 1.0 and cycles[-1] <= 2.5, \
         f"high-priority waits, in cycles of {JOB_NS / busy / 1e6:.1f} ms: {cycles}"
