@@ -140,6 +140,7 @@ int gpucg_client_priority(struct gpucg_client *client);
 struct gpucg_client *gpucg_client_tryget(struct gpucg_client *client);
 void gpucg_client_put(struct gpucg_client *client);
 void gpucg_client_set_owner(struct gpucg_client *client);
+bool gpucg_client_same_owner(struct gpucg_client *a, struct gpucg_client *b);
 
 struct gpucg_engine *__gpucg_engine_create(struct gpucg_device *dev,
 					   bool schedules,
@@ -224,6 +225,12 @@ static inline void gpucg_client_put(struct gpucg_client *client)
 
 static inline void gpucg_client_set_owner(struct gpucg_client *client)
 {
+}
+
+static inline bool gpucg_client_same_owner(struct gpucg_client *a,
+					   struct gpucg_client *b)
+{
+	return false;
 }
 
 static inline struct gpucg_engine *

@@ -1234,6 +1234,25 @@ int gpucg_client_priority(struct gpucg_client *client)
 EXPORT_SYMBOL_GPL(gpucg_client_priority);
 
 /**
+ * gpucg_client_same_owner() - whether two clients belong to one cgroup
+ * @a: a client; NULL stands for kernel work, which belongs to no cgroup
+ * @b: another
+ *
+ * For drivers that choose which of a job's dependencies to lend to: a wait
+ * on work of the waiter's own cgroup links nothing on the waiter's engine
+ * (gpucg_boost_link()) and lends only what the waiter has on another. The
+ * answer is a snapshot: either owner may move right after.
+ *
+ * Context: any context.
+ * Return: true if both are clients owned by the same cgroup now.
+ */
+bool gpucg_client_same_owner(struct gpucg_client *a, struct gpucg_client *b)
+{
+	return a && b && rcu_access_pointer(a->cg) == rcu_access_pointer(b->cg);
+}
+EXPORT_SYMBOL_GPL(gpucg_client_same_owner);
+
+/**
  * gpucg_client_tryget() - take a reference on a client
  * @client: a client whose memory is valid (under the lock of the table
  *	    that holds it); NULL is allowed

@@ -37,18 +37,20 @@
  * selection nests the run queue's lock inside it): it marks the run queue
  * woken, and the next selection activates it again.
  *
- * An entity whose next job waits on a fence of another client's job that
- * is still queued on a scheduler that orders cgroups lends the priority of
- * its cgroup to that client's cgroup on that scheduler, which may be
- * another engine or device (drm_sched_entity_gpucg_wait(), priority
- * inheritance in kernel/cgroup/gpu_sched.c): from the pop that finds the
- * dependency until that scheduler's first selection after the job was
- * handed to the hardware, or until the entity pops again or goes away.
- * A job pushed to an empty queue is its entity's next job from its push
- * on, and lends from then (drm_sched_entity_gpucg_pushed()): its own
- * scheduler may look at it much later (it is busy, or its run-job work
- * waits for a CPU), and the job it waits for would wait behind lower
- * bands all that time.
+ * An entity whose next job waits on a fence of a client's job that is
+ * still queued on a scheduler that orders cgroups, in another cgroup or on
+ * another scheduler, lends the priority of its cgroup to that client's
+ * cgroup on that scheduler, which may be another engine or device
+ * (drm_sched_entity_gpucg_wait(), priority inheritance in
+ * kernel/cgroup/gpu_sched.c): from the pop that finds the dependency until
+ * that scheduler's first selection after the job was handed to the
+ * hardware, or until the entity pops again or goes away. A job pushed to
+ * an empty queue is its entity's next job from its push on, and lends from
+ * then (drm_sched_entity_gpucg_pushed()) to its first dependency in
+ * another cgroup, or else in its own on another scheduler
+ * (drm_sched_job_gpucg_lender()): its own scheduler may look at it much
+ * later (it is busy, or its run-job work waits for a CPU), and the job it
+ * waits for would wait behind lower bands all that time.
  *
  * Under the FIFO and RR policies the scheduler behaves as upstream's: the
  * engine only charges GPU time, per entity, and gpu.stat says sched=0.
@@ -645,13 +647,13 @@ static void drm_sched_gpucg_lend(struct drm_sched_entity *entity,
  * @entity: the entity
  * @fence: the fence its next job waits on
  *
- * If @fence is a scheduler fence of another client's job that is still in
- * its entity's queue, on a scheduler that orders cgroups, that client's
- * cgroup runs its run queue there at least at the effective gpu.priority
- * of @entity's cgroup, or at what is lent to that in turn, until the job
- * is handed to the hardware or @entity stops waiting
- * (drm_sched_entity_gpucg_unwait()). Entities without a client, which go
- * first, lend nothing.
+ * If @fence is a scheduler fence of a client's job that is still in its
+ * entity's queue, on a scheduler that orders cgroups, and in another cgroup
+ * than @entity's or on another scheduler, that client's cgroup runs its
+ * run queue there at least at the effective gpu.priority of @entity's
+ * cgroup, or at what is lent to that in turn, until the job is handed to
+ * the hardware or @entity stops waiting (drm_sched_entity_gpucg_unwait()).
+ * Entities without a client, which go first, lend nothing.
  *
  * Context: process context: drm_sched_entity_pop_job().
  */
@@ -676,37 +678,49 @@ void drm_sched_entity_gpucg_unwait(struct drm_sched_entity *entity)
  * drm_sched_job_gpucg_lender - the fence a job lends to once it is queued
  * @job: an armed job, not yet pushed
  *
- * Skips the fences of the job's own entity, which its scheduler does not
- * wait for, and those of its own client's jobs on its own scheduler, which
- * are in its own cgroup there.
+ * Looks at the job's dependencies in order, past the fences of its own
+ * entity, which its scheduler does not wait for, and those of jobs of its
+ * own client's cgroup on its own scheduler, whose run queue is its own
+ * (any client's, another DRM file of the same owner's too). A job of
+ * another cgroup is taken at once; one of its own cgroup on another
+ * scheduler only if there is none: that lends only what the entity has.
  *
- * Return: a reference to the first other dependency of @job that is a
- * scheduler fence of a client's job not yet handed to the hardware, or
- * NULL; for drm_sched_entity_gpucg_pushed().
+ * Return: a reference to that dependency, a scheduler fence of a client's
+ * job not yet handed to the hardware, or NULL; for
+ * drm_sched_entity_gpucg_pushed().
  *
  * Context: process context, the submitter's, before the push: the job and
  * its dependencies are the submitter's still.
  */
 struct dma_fence *drm_sched_job_gpucg_lender(struct drm_sched_job *job)
 {
-	u64 context = job->entity->fence_context;
-	u64 client_id = job->s_fence->drm_client_id;
+	struct drm_sched_entity *entity = job->entity;
+	struct dma_fence *fence, *own = NULL;
+	u64 context = entity->fence_context;
 	struct drm_sched_fence *s_fence;
-	struct dma_fence *fence;
+	struct gpucg_client *client;
 	unsigned long index;
+	bool same;
 
-	if (!drm_sched_gpucg_grouped(job->sched))
+	if (!drm_sched_gpucg_grouped(job->sched) || !entity->gpucg_client)
 		return NULL;
 	xa_for_each(&job->dependencies, index, fence) {
 		if (fence->context == context || fence->context == context + 1)
 			continue;
 		s_fence = drm_sched_gpucg_lendable(fence);
-		if (!s_fence || (s_fence->sched == job->sched &&
-				 s_fence->drm_client_id == client_id))
+		if (!s_fence)
 			continue;
-		return dma_fence_get(fence);
+		client = drm_file_gpucg_client(s_fence->drm_client_id);
+		if (!client)
+			continue;
+		same = gpucg_client_same_owner(client, entity->gpucg_client);
+		gpucg_client_put(client);
+		if (!same)
+			return dma_fence_get(fence);
+		if (!own && s_fence->sched != job->sched)
+			own = fence;
 	}
-	return NULL;
+	return dma_fence_get(own);
 }
 EXPORT_SYMBOL_IF_KUNIT(drm_sched_job_gpucg_lender);
 
@@ -737,7 +751,7 @@ void drm_sched_entity_gpucg_pushed(struct drm_sched_entity *entity,
 
 	if (first)
 		drm_sched_gpucg_lend(entity, w, fence);
-	else if (w->fence && dma_fence_is_signaled(w->fence))
+	else if (w->fence && drm_sched_gpucg_wait_done(&w->boost))
 		drm_sched_gpucg_unlend(w);
 	dma_fence_put(fence);
 }

@@ -25,6 +25,13 @@
  * which starts after a warm-up (and after the ring a deep client filled at
  * the start has drained): the mock hardware runs jobs back to back, so the
  * shares are those of the engine's time.
+ *
+ * What a test sets up (device, schedulers, clients, entities, workers, a
+ * stopped submission queue) is undone by deferred actions, so a test that
+ * fails before its first job leaves nothing behind. Once jobs exist it
+ * asserts nothing and tears down itself, in order: the mock's jobs are the
+ * test's memory, which the deferred actions of later allocations free
+ * before those of the setup run.
  */
 
 #include <linux/cgroup.h>
@@ -33,6 +40,10 @@
 #include <linux/dma-fence.h>
 #include <linux/kthread.h>
 #include <linux/module.h>
+
+#include <kunit/static_stub.h>
+
+#include <drm/drm_file.h>
 
 #include "sched_tests.h"
 #include "../sched_internal.h"
@@ -122,9 +133,27 @@ static void cg_client_work(struct kthread_work *work)
 			cg_client_count(client, ring[i]);
 }
 
+static void cg_device_release(void *dev)
+{
+	gpucg_unregister_device(dev);
+	gpucg_put_device(dev);
+}
+
+KUNIT_DEFINE_ACTION_WRAPPER(cg_sched_fini, drm_mock_sched_fini,
+			    struct drm_mock_scheduler *);
+KUNIT_DEFINE_ACTION_WRAPPER(cg_client_put, gpucg_client_put,
+			    struct gpucg_client *);
+KUNIT_DEFINE_ACTION_WRAPPER(cg_entity_free, drm_mock_sched_entity_free,
+			    struct drm_mock_sched_entity *);
+KUNIT_DEFINE_ACTION_WRAPPER(cg_wqueue_start, drm_sched_wqueue_start,
+			    struct drm_gpu_scheduler *);
+KUNIT_DEFINE_ACTION_WRAPPER(cg_worker_destroy, kthread_destroy_worker,
+			    struct kthread_worker *);
+
 /*
  * A device of the test's own with @n mock schedulers of @credits slots as
  * its engines, in *@scheds; skips the test where they do not order cgroups.
+ * cg_teardown() undoes it.
  */
 static struct gpucg_device *cg_setup(struct kunit *test,
 				     struct drm_mock_scheduler **scheds,
@@ -137,18 +166,48 @@ static struct gpucg_device *cg_setup(struct kunit *test,
 		kunit_skip(test, "no gpucg_root: the cgroups must be prepared by the loader");
 	dev = gpucg_register_device(MKDEV(0, 0));
 	KUNIT_ASSERT_FALSE(test, IS_ERR(dev));
-	for (i = 0; i < n; i++)
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, cg_device_release, dev), 0);
+	for (i = 0; i < n; i++) {
 		scheds[i] = drm_mock_sched_new_gpucg(test, MAX_SCHEDULE_TIMEOUT,
 						     credits, dev);
-	if (!drm_sched_gpucg_orders(&scheds[0]->base)) {
-		for (i = 0; i < n; i++)
-			drm_mock_sched_fini(scheds[i]);
-		gpucg_put_device(dev);
-		kunit_skip(test, "the cgroup order extends the fair policy (sched_policy=2)");
+		KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, cg_sched_fini,
+								scheds[i]), 0);
 	}
+	if (!drm_sched_gpucg_orders(&scheds[0]->base))
+		kunit_skip(test, "the cgroup order extends the fair policy (sched_policy=2)");
 	return dev;
 }
 
+/*
+ * Destroys @entities, then @scheds (and with the last of them the device),
+ * at the end of a test that has run jobs on them.
+ */
+static void cg_teardown(struct kunit *test,
+			struct drm_mock_sched_entity **entities, unsigned int n,
+			struct drm_mock_scheduler **scheds, unsigned int m)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i++)
+		kunit_release_action(test, cg_entity_free, entities[i]);
+	for (i = 0; i < m; i++)
+		kunit_release_action(test, cg_sched_fini, scheds[i]);
+}
+
+/* Stops @sched's submission until cg_start(): jobs stay in their queues. */
+static void cg_stop(struct kunit *test, struct drm_mock_scheduler *sched)
+{
+	drm_sched_wqueue_stop(&sched->base);
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, cg_wqueue_start,
+							&sched->base), 0);
+}
+
+static void cg_start(struct kunit *test, struct drm_mock_scheduler *sched)
+{
+	kunit_release_action(test, cg_wqueue_start, &sched->base);
+}
+
+/* A client owned by the cgroup @name under gpucg_root, put at the end. */
 static struct gpucg_client *cg_client_new(struct kunit *test,
 					  struct gpucg_device *dev,
 					  const char *name)
@@ -166,7 +225,21 @@ static struct gpucg_client *cg_client_new(struct kunit *test,
 	client = gpucg_client_create_in(dev, cgrp);
 	cgroup_put(cgrp);
 	KUNIT_ASSERT_FALSE(test, IS_ERR_OR_NULL(client));
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, cg_client_put, client), 0);
 	return client;
+}
+
+/* An entity of @client's on @sched, for cg_teardown() to destroy. */
+static struct drm_mock_sched_entity *cg_entity_new(struct kunit *test,
+						   struct drm_mock_scheduler *sched,
+						   struct gpucg_client *client)
+{
+	struct drm_mock_sched_entity *entity;
+
+	entity = drm_mock_sched_entity_new(test, DRM_SCHED_PRIORITY_NORMAL, sched);
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, cg_entity_free, entity), 0);
+	KUNIT_ASSERT_EQ(test, drm_sched_entity_gpucg_bind(&entity->base, client), 0);
+	return entity;
 }
 
 /*
@@ -187,11 +260,7 @@ static void cg_run(struct kunit *test, struct cg_client *clients,
 	for (i = 0; i < n; i++) {
 		clients[i].test = test;
 		clients[i].gpucg = cg_client_new(test, dev, clients[i].params.cgroup);
-		clients[i].entity = drm_mock_sched_entity_new(test,
-							      DRM_SCHED_PRIORITY_NORMAL,
-							      sched);
-		KUNIT_ASSERT_EQ(test, drm_sched_entity_gpucg_bind(&clients[i].entity->base,
-								  clients[i].gpucg), 0);
+		clients[i].entity = cg_entity_new(test, sched, clients[i].gpucg);
 		clients[i].ring = kunit_kcalloc(test, max(clients[i].params.depth, 1U),
 						sizeof(*clients[i].ring), GFP_KERNEL);
 		KUNIT_ASSERT_NOT_NULL(test, clients[i].ring);
@@ -199,6 +268,8 @@ static void cg_run(struct kunit *test, struct cg_client *clients,
 			     credits * clients[i].params.job_us / USEC_PER_MSEC);
 		clients[i].worker = kthread_create_worker(0, "drm-sched-cg-%u", i);
 		KUNIT_ASSERT_FALSE(test, IS_ERR(clients[i].worker));
+		KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, cg_worker_destroy,
+								clients[i].worker), 0);
 		kthread_init_work(&clients[i].work, cg_client_work);
 	}
 	start = ktime_get();
@@ -212,15 +283,11 @@ static void cg_run(struct kunit *test, struct cg_client *clients,
 		WRITE_ONCE(clients[i].stop, true);
 	for (i = 0; i < n; i++) {
 		kthread_flush_work(&clients[i].work);
-		kthread_destroy_worker(clients[i].worker);
+		kunit_release_action(test, cg_worker_destroy, clients[i].worker);
 	}
-	for (i = 0; i < n; i++) {
-		drm_mock_sched_entity_free(clients[i].entity);
-		gpucg_client_put(clients[i].gpucg);
-	}
-	drm_mock_sched_fini(sched);
-	gpucg_unregister_device(dev);
-	gpucg_put_device(dev);
+	for (i = 0; i < n; i++)
+		cg_teardown(test, &clients[i].entity, 1, NULL, 0);
+	cg_teardown(test, NULL, 0, &sched, 1);
 }
 
 /* Percent of the GPU time of @clients[@from..@to) over all @n. */
@@ -517,26 +584,23 @@ static void drm_sched_cgroup_karma(struct kunit *test)
 	static const char * const cgroups[] = { "w100", "w400" };
 	struct drm_mock_sched_job *jobs[ARRAY_SIZE(cgroups)];
 	struct drm_mock_sched_entity *entities[ARRAY_SIZE(cgroups)];
-	struct gpucg_client *clients[ARRAY_SIZE(cgroups)];
 	atomic_t guilty[ARRAY_SIZE(cgroups)];
 	struct drm_mock_scheduler *sched;
 	struct cg_count count = {};
-	bool cookie;
 	struct gpucg_device *dev;
 	unsigned int i;
+	bool cookie;
 
 	dev = cg_setup(test, &sched, 1, 1);
-
-	/* the jobs stay queued: their entities stay in their run queues */
-	drm_sched_wqueue_stop(&sched->base);
 	for (i = 0; i < ARRAY_SIZE(cgroups); i++) {
-		clients[i] = cg_client_new(test, dev, cgroups[i]);
-		entities[i] = drm_mock_sched_entity_new(test, DRM_SCHED_PRIORITY_NORMAL,
-							sched);
-		KUNIT_ASSERT_EQ(test, drm_sched_entity_gpucg_bind(&entities[i]->base,
-								  clients[i]), 0);
+		entities[i] = cg_entity_new(test, sched,
+					    cg_client_new(test, dev, cgroups[i]));
 		atomic_set(&guilty[i], 0);
 		entities[i]->base.guilty = &guilty[i];
+	}
+	/* the jobs stay queued: their entities stay in their run queues */
+	cg_stop(test, sched);
+	for (i = 0; i < ARRAY_SIZE(cgroups); i++) {
 		jobs[i] = drm_mock_sched_job_new(test, entities[i]);
 		drm_mock_sched_job_set_duration_us(jobs[i], 1000);
 		drm_mock_sched_job_submit(jobs[i]);
@@ -555,74 +619,126 @@ static void drm_sched_cgroup_karma(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, atomic_read(&guilty[0]), 0);
 	KUNIT_EXPECT_EQ(test, atomic_read(&guilty[1]), 1);
 
-	drm_sched_wqueue_start(&sched->base);
-	for (i = 0; i < ARRAY_SIZE(cgroups); i++) {
+	cg_start(test, sched);
+	for (i = 0; i < ARRAY_SIZE(cgroups); i++)
 		KUNIT_EXPECT_TRUE(test, drm_mock_sched_job_wait_finished(jobs[i], HZ));
-		drm_mock_sched_entity_free(entities[i]);
-		gpucg_client_put(clients[i]);
-	}
-	drm_mock_sched_fini(sched);
-	gpucg_unregister_device(dev);
-	gpucg_put_device(dev);
+	cg_teardown(test, entities, ARRAY_SIZE(entities), &sched, 1);
+}
+
+/* The clients of drm_sched_cgroup_lender()'s jobs, by &drm_sched_fence.drm_client_id */
+static struct gpucg_client *cg_lender_clients[4];
+
+static struct gpucg_client *cg_lender_file_client(u64 client_id)
+{
+	if (!client_id || client_id > ARRAY_SIZE(cg_lender_clients))
+		return NULL;
+	return gpucg_client_tryget(cg_lender_clients[client_id - 1]);
+}
+
+/* A queued job of @entity's, as of the client @client_id, with a reference. */
+static struct dma_fence *cg_lender_job(struct kunit *test,
+				       struct drm_mock_sched_entity *entity,
+				       u64 client_id)
+{
+	struct drm_mock_sched_job *job = drm_mock_sched_job_new(test, entity);
+
+	job->base.s_fence->drm_client_id = client_id;
+	drm_mock_sched_job_set_duration_us(job, 1000);
+	return drm_mock_sched_job_submit_get_finished(job);
 }
 
 /*
- * The fence a job lends to from its push (drm_sched_job_gpucg_lender()):
- * not one of its own entity's, nor one of its own client's on its own
- * scheduler, which is in its own cgroup there, even when those come first
- * among its dependencies, as the fences of a client's own earlier jobs do
- * under implicit synchronization.
+ * The lender of a job of @entity's that waits on @deps, in that order, as
+ * of the client @client_id; the job is pushed after.
+ */
+static struct dma_fence *cg_lender_of(struct kunit *test,
+				      struct drm_mock_sched_entity *entity,
+				      u64 client_id, struct dma_fence **deps,
+				      unsigned int n)
+{
+	struct drm_mock_sched_job *job = drm_mock_sched_job_new(test, entity);
+	struct dma_fence *lender;
+	unsigned int i;
+
+	job->base.s_fence->drm_client_id = client_id;
+	drm_mock_sched_job_set_duration_us(job, 1000);
+	for (i = 0; i < n; i++)
+		KUNIT_EXPECT_EQ(test, drm_sched_job_add_dependency(&job->base,
+								   dma_fence_get(deps[i])), 0);
+	drm_sched_job_arm(&job->base);
+	lender = drm_sched_job_gpucg_lender(&job->base);
+	drm_sched_entity_push_job(&job->base);
+	return lender;
+}
+
+/*
+ * The fence a job lends to from its push (drm_sched_job_gpucg_lender()),
+ * among dependencies in the order implicit synchronization gives them (a
+ * client's own earlier jobs first): not one of its own entity's, nor one
+ * of its own cgroup's on its own scheduler, whose run queue is its own,
+ * another DRM file of the same owner's included; the first of another
+ * cgroup's, on its scheduler or another; one of its own cgroup's on
+ * another scheduler only when there is none of another's.
  */
 static void drm_sched_cgroup_lender(struct kunit *test)
 {
-	struct drm_mock_sched_entity *entities[3];
-	struct drm_mock_sched_job *jobs[4];
+	/* client ids 1 to 4: the waiter's, another file in w100, e100's, w400's */
+	static const char * const cgroups[] = { "w100", "w100", "e100", "w400" };
+	struct drm_mock_sched_entity *entities[6];
 	struct drm_mock_scheduler *scheds[2];
-	struct dma_fence *fences[3], *lender;
-	struct gpucg_client *client;
+	struct dma_fence *fences[5], *others[2], *lender;
 	struct gpucg_device *dev;
 	unsigned int i;
 
 	dev = cg_setup(test, scheds, ARRAY_SIZE(scheds), 1);
-
+	for (i = 0; i < ARRAY_SIZE(cgroups); i++)
+		cg_lender_clients[i] = cg_client_new(test, dev, cgroups[i]);
+	/* the waiter's, its own elsewhere, the other file's, e100's, w400's two */
+	entities[0] = cg_entity_new(test, scheds[0], cg_lender_clients[0]);
+	entities[1] = cg_entity_new(test, scheds[1], cg_lender_clients[0]);
+	entities[2] = cg_entity_new(test, scheds[0], cg_lender_clients[1]);
+	entities[3] = cg_entity_new(test, scheds[0], cg_lender_clients[2]);
+	entities[4] = cg_entity_new(test, scheds[1], cg_lender_clients[3]);
+	entities[5] = cg_entity_new(test, scheds[0], cg_lender_clients[3]);
 	/* nothing runs: every job stays in its queue */
 	for (i = 0; i < ARRAY_SIZE(scheds); i++)
-		drm_sched_wqueue_stop(&scheds[i]->base);
-	client = cg_client_new(test, dev, "w100");
-	/* the waiter's, another of its client's beside it, one elsewhere */
-	for (i = 0; i < ARRAY_SIZE(entities); i++) {
-		entities[i] = drm_mock_sched_entity_new(test, DRM_SCHED_PRIORITY_NORMAL,
-							scheds[i / 2]);
-		KUNIT_ASSERT_EQ(test, drm_sched_entity_gpucg_bind(&entities[i]->base,
-								  client), 0);
-		jobs[i] = drm_mock_sched_job_new(test, entities[i]);
-		drm_mock_sched_job_set_duration_us(jobs[i], 1000);
-		fences[i] = drm_mock_sched_job_submit_get_finished(jobs[i]);
-	}
-	jobs[3] = drm_mock_sched_job_new(test, entities[0]);
-	drm_mock_sched_job_set_duration_us(jobs[3], 1000);
-	for (i = 0; i < ARRAY_SIZE(fences); i++)
-		KUNIT_ASSERT_EQ(test, drm_sched_job_add_dependency(&jobs[3]->base,
-								   dma_fence_get(fences[i])), 0);
-	drm_sched_job_arm(&jobs[3]->base);
-	lender = drm_sched_job_gpucg_lender(&jobs[3]->base);
-	KUNIT_EXPECT_PTR_EQ(test, lender, fences[2]);
-	dma_fence_put(lender);
-	drm_sched_entity_push_job(&jobs[3]->base);
+		cg_stop(test, scheds[i]);
+	kunit_activate_static_stub(test, drm_file_gpucg_client, cg_lender_file_client);
 
+	fences[0] = cg_lender_job(test, entities[0], 1);
+	fences[1] = cg_lender_job(test, entities[1], 1);
+	fences[2] = cg_lender_job(test, entities[2], 2);
+	fences[3] = cg_lender_job(test, entities[3], 3);
+	fences[4] = cg_lender_job(test, entities[4], 4);
+
+	/* own entity, own cgroup elsewhere, other file here, e100 here */
+	lender = cg_lender_of(test, entities[0], 1, fences, 4);
+	KUNIT_EXPECT_PTR_EQ(test, lender, fences[3]);
+	dma_fence_put(lender);
+	/* without e100's: its own cgroup on the other scheduler */
+	lender = cg_lender_of(test, entities[0], 1, fences, 3);
+	KUNIT_EXPECT_PTR_EQ(test, lender, fences[1]);
+	dma_fence_put(lender);
+	/* its own cgroup's on its own scheduler only: none */
+	lender = cg_lender_of(test, entities[0], 1, &fences[2], 1);
+	KUNIT_EXPECT_NULL(test, lender);
+	dma_fence_put(lender);
+	/* w400's waiter: its own cgroup elsewhere, then w100's first job */
+	others[0] = fences[4];
+	others[1] = fences[0];
+	lender = cg_lender_of(test, entities[5], 4, others, ARRAY_SIZE(others));
+	KUNIT_EXPECT_PTR_EQ(test, lender, fences[0]);
+	dma_fence_put(lender);
+
+	kunit_deactivate_static_stub(test, drm_file_gpucg_client);
 	for (i = 0; i < ARRAY_SIZE(scheds); i++)
-		drm_sched_wqueue_start(&scheds[i]->base);
-	for (i = 0; i < ARRAY_SIZE(jobs); i++)
-		KUNIT_EXPECT_TRUE(test, drm_mock_sched_job_wait_finished(jobs[i], HZ));
-	for (i = 0; i < ARRAY_SIZE(fences); i++)
+		cg_start(test, scheds[i]);
+	for (i = 0; i < ARRAY_SIZE(fences); i++) {
+		KUNIT_EXPECT_EQ(test, dma_fence_wait_timeout(fences[i], false, HZ) > 0, true);
 		dma_fence_put(fences[i]);
-	for (i = 0; i < ARRAY_SIZE(entities); i++)
-		drm_mock_sched_entity_free(entities[i]);
-	gpucg_client_put(client);
-	for (i = 0; i < ARRAY_SIZE(scheds); i++)
-		drm_mock_sched_fini(scheds[i]);
-	gpucg_unregister_device(dev);
-	gpucg_put_device(dev);
+	}
+	cg_teardown(test, entities, ARRAY_SIZE(entities), scheds, ARRAY_SIZE(scheds));
+	memset(cg_lender_clients, 0, sizeof(cg_lender_clients));
 }
 
 static struct kunit_case drm_sched_cgroup_tests[] = {
