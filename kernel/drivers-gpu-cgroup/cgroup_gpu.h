@@ -23,9 +23,10 @@
  * engine that waits are linked to (see gpucg_boost_link()). Each call's
  * kernel-doc says its context.
  *
- * A queue whose next work waits on a job of another client that has not
- * left its queue lends that client's cgroup its priority on the job's
- * engine (gpucg_boost_link()) until the job goes to the hardware.
+ * A queue whose next work waits on a job that has not left its queue, of a
+ * client of another cgroup or of its own cgroup on another engine, lends
+ * that client's cgroup its priority on the job's engine
+ * (gpucg_boost_link()) until the job goes to the hardware.
  */
 #ifndef _LINUX_CGROUP_GPU_H
 #define _LINUX_CGROUP_GPU_H
@@ -140,7 +141,7 @@ int gpucg_client_priority(struct gpucg_client *client);
 struct gpucg_client *gpucg_client_tryget(struct gpucg_client *client);
 void gpucg_client_put(struct gpucg_client *client);
 void gpucg_client_set_owner(struct gpucg_client *client);
-bool gpucg_client_same_owner(struct gpucg_client *a, struct gpucg_client *b);
+bool gpucg_client_same_cgroup(struct gpucg_client *a, struct gpucg_client *b);
 
 struct gpucg_engine *__gpucg_engine_create(struct gpucg_device *dev,
 					   bool schedules,
@@ -227,8 +228,8 @@ static inline void gpucg_client_set_owner(struct gpucg_client *client)
 {
 }
 
-static inline bool gpucg_client_same_owner(struct gpucg_client *a,
-					   struct gpucg_client *b)
+static inline bool gpucg_client_same_cgroup(struct gpucg_client *a,
+					    struct gpucg_client *b)
 {
 	return false;
 }

@@ -1234,7 +1234,7 @@ int gpucg_client_priority(struct gpucg_client *client)
 EXPORT_SYMBOL_GPL(gpucg_client_priority);
 
 /**
- * gpucg_client_same_owner() - whether two clients belong to one cgroup
+ * gpucg_client_same_cgroup() - whether two clients belong to one cgroup
  * @a: a client; NULL stands for kernel work, which belongs to no cgroup
  * @b: another
  *
@@ -1246,11 +1246,11 @@ EXPORT_SYMBOL_GPL(gpucg_client_priority);
  * Context: any context.
  * Return: true if both are clients owned by the same cgroup now.
  */
-bool gpucg_client_same_owner(struct gpucg_client *a, struct gpucg_client *b)
+bool gpucg_client_same_cgroup(struct gpucg_client *a, struct gpucg_client *b)
 {
 	return a && b && rcu_access_pointer(a->cg) == rcu_access_pointer(b->cg);
 }
-EXPORT_SYMBOL_GPL(gpucg_client_same_owner);
+EXPORT_SYMBOL_GPL(gpucg_client_same_cgroup);
 
 /**
  * gpucg_client_tryget() - take a reference on a client

@@ -678,15 +678,14 @@ void drm_sched_entity_gpucg_unwait(struct drm_sched_entity *entity)
  * drm_sched_job_gpucg_lender - the fence a job lends to once it is queued
  * @job: an armed job, not yet pushed
  *
- * Looks at the job's dependencies in order, past the fences of its own
- * entity, which its scheduler does not wait for, and those of jobs of its
- * own client's cgroup on its own scheduler, whose run queue is its own
- * (any client's, another DRM file of the same owner's too). A job of
- * another cgroup is taken at once; one of its own cgroup on another
- * scheduler only if there is none: that lends only what the entity has.
+ * Looks at the job's dependencies in order, past those that cannot lend
+ * (not a client's job still queued on a scheduler that orders cgroups),
+ * the fences of its own entity, and those of any client of its own cgroup
+ * on its own scheduler, whose run queue is its own. A job of another
+ * cgroup is taken at once; one of its own cgroup on another scheduler only
+ * if there is none: that lends only what the entity has.
  *
- * Return: a reference to that dependency, a scheduler fence of a client's
- * job not yet handed to the hardware, or NULL; for
+ * Return: a reference to that dependency, or NULL; for
  * drm_sched_entity_gpucg_pushed().
  *
  * Context: process context, the submitter's, before the push: the job and
@@ -694,6 +693,7 @@ void drm_sched_entity_gpucg_unwait(struct drm_sched_entity *entity)
  */
 struct dma_fence *drm_sched_job_gpucg_lender(struct drm_sched_job *job)
 {
+	u64 client_id = job->s_fence->drm_client_id;
 	struct drm_sched_entity *entity = job->entity;
 	struct dma_fence *fence, *own = NULL;
 	u64 context = entity->fence_context;
@@ -708,13 +708,17 @@ struct dma_fence *drm_sched_job_gpucg_lender(struct drm_sched_job *job)
 		if (fence->context == context || fence->context == context + 1)
 			continue;
 		s_fence = drm_sched_gpucg_lendable(fence);
-		if (!s_fence)
+		if (!s_fence || !drm_sched_gpucg_grouped(s_fence->sched))
 			continue;
-		client = drm_file_gpucg_client(s_fence->drm_client_id);
-		if (!client)
-			continue;
-		same = gpucg_client_same_owner(client, entity->gpucg_client);
-		gpucg_client_put(client);
+		if (s_fence->drm_client_id == client_id) {
+			same = true;
+		} else {
+			client = drm_file_gpucg_client(s_fence->drm_client_id);
+			if (!client)
+				continue;
+			same = gpucg_client_same_cgroup(client, entity->gpucg_client);
+			gpucg_client_put(client);
+		}
 		if (!same)
 			return dma_fence_get(fence);
 		if (!own && s_fence->sched != job->sched)

@@ -28,10 +28,11 @@
  *
  * What a test sets up (device, schedulers, clients, entities, workers, a
  * stopped submission queue) is undone by deferred actions, so a test that
- * fails before its first job leaves nothing behind. Once jobs exist it
- * asserts nothing and tears down itself, in order: the mock's jobs are the
- * test's memory, which the deferred actions of later allocations free
- * before those of the setup run.
+ * fails before its first job is queued leaves nothing behind. From then on
+ * it asserts nothing and tears down itself, in order: the mock's jobs are
+ * the test's memory, which is freed before the setup's deferred actions
+ * run. (cg_run()'s clients make their jobs as they go, and the mock
+ * asserts its allocations: there, a failed allocation is not cleaned up.)
  */
 
 #include <linux/cgroup.h>
@@ -253,14 +254,17 @@ static void cg_run(struct kunit *test, struct cg_client *clients,
 	struct drm_mock_scheduler *sched;
 	unsigned int i, warmup = CG_WARMUP_MS;
 	struct gpucg_device *dev;
+	struct drm_mock_sched_entity *entities[CG_MAX_CLIENTS];
 	ktime_t start;
 
+	KUNIT_ASSERT_LE(test, n, CG_MAX_CLIENTS);
 	dev = cg_setup(test, &sched, 1, credits);
 
 	for (i = 0; i < n; i++) {
 		clients[i].test = test;
 		clients[i].gpucg = cg_client_new(test, dev, clients[i].params.cgroup);
 		clients[i].entity = cg_entity_new(test, sched, clients[i].gpucg);
+		entities[i] = clients[i].entity;
 		clients[i].ring = kunit_kcalloc(test, max(clients[i].params.depth, 1U),
 						sizeof(*clients[i].ring), GFP_KERNEL);
 		KUNIT_ASSERT_NOT_NULL(test, clients[i].ring);
@@ -285,9 +289,7 @@ static void cg_run(struct kunit *test, struct cg_client *clients,
 		kthread_flush_work(&clients[i].work);
 		kunit_release_action(test, cg_worker_destroy, clients[i].worker);
 	}
-	for (i = 0; i < n; i++)
-		cg_teardown(test, &clients[i].entity, 1, NULL, 0);
-	cg_teardown(test, NULL, 0, &sched, 1);
+	cg_teardown(test, entities, n, &sched, 1);
 }
 
 /* Percent of the GPU time of @clients[@from..@to) over all @n. */
@@ -598,13 +600,14 @@ static void drm_sched_cgroup_karma(struct kunit *test)
 		atomic_set(&guilty[i], 0);
 		entities[i]->base.guilty = &guilty[i];
 	}
-	/* the jobs stay queued: their entities stay in their run queues */
-	cg_stop(test, sched);
 	for (i = 0; i < ARRAY_SIZE(cgroups); i++) {
 		jobs[i] = drm_mock_sched_job_new(test, entities[i]);
 		drm_mock_sched_job_set_duration_us(jobs[i], 1000);
-		drm_mock_sched_job_submit(jobs[i]);
 	}
+	/* the jobs stay queued: their entities stay in their run queues */
+	cg_stop(test, sched);
+	for (i = 0; i < ARRAY_SIZE(cgroups); i++)
+		drm_mock_sched_job_submit(jobs[i]);
 
 	count.sched = &sched->base;
 	KUNIT_EXPECT_FALSE(test, drm_sched_visit_rqs(&sched->base,
@@ -625,43 +628,45 @@ static void drm_sched_cgroup_karma(struct kunit *test)
 	cg_teardown(test, entities, ARRAY_SIZE(entities), &sched, 1);
 }
 
-/* The clients of drm_sched_cgroup_lender()'s jobs, by &drm_sched_fence.drm_client_id */
-static struct gpucg_client *cg_lender_clients[4];
+/* drm_sched_cgroup_lender()'s clients, and ids no DRM file has for them */
+#define CG_LENDER_CLIENTS	4
+#define CG_LENDER_ID(i)		(U64_MAX - (i))
 
+/*
+ * drm_file_gpucg_client() for the lender test's thread: its clients, in
+ * test->priv, by CG_LENDER_ID().
+ */
 static struct gpucg_client *cg_lender_file_client(u64 client_id)
 {
-	if (!client_id || client_id > ARRAY_SIZE(cg_lender_clients))
-		return NULL;
-	return gpucg_client_tryget(cg_lender_clients[client_id - 1]);
+	struct gpucg_client **clients = kunit_get_current_test()->priv;
+	u64 i = U64_MAX - client_id;
+
+	return i < CG_LENDER_CLIENTS ? gpucg_client_tryget(clients[i]) : NULL;
 }
 
-/* A queued job of @entity's, as of the client @client_id, with a reference. */
-static struct dma_fence *cg_lender_job(struct kunit *test,
-				       struct drm_mock_sched_entity *entity,
-				       u64 client_id)
+/* A job of @entity's as if of the lender test's client @i */
+static struct drm_mock_sched_job *cg_lender_job(struct kunit *test,
+						struct drm_mock_sched_entity *entity,
+						unsigned int i)
 {
 	struct drm_mock_sched_job *job = drm_mock_sched_job_new(test, entity);
 
-	job->base.s_fence->drm_client_id = client_id;
+	job->base.s_fence->drm_client_id = CG_LENDER_ID(i);
 	drm_mock_sched_job_set_duration_us(job, 1000);
-	return drm_mock_sched_job_submit_get_finished(job);
+	return job;
 }
 
 /*
- * The lender of a job of @entity's that waits on @deps, in that order, as
- * of the client @client_id; the job is pushed after.
+ * The lender of @job once it waits on @deps, in that order; the job is
+ * pushed after, as drm_sched_entity_push_job() does.
  */
 static struct dma_fence *cg_lender_of(struct kunit *test,
-				      struct drm_mock_sched_entity *entity,
-				      u64 client_id, struct dma_fence **deps,
-				      unsigned int n)
+				      struct drm_mock_sched_job *job,
+				      struct dma_fence **deps, unsigned int n)
 {
-	struct drm_mock_sched_job *job = drm_mock_sched_job_new(test, entity);
 	struct dma_fence *lender;
 	unsigned int i;
 
-	job->base.s_fence->drm_client_id = client_id;
-	drm_mock_sched_job_set_duration_us(job, 1000);
 	for (i = 0; i < n; i++)
 		KUNIT_EXPECT_EQ(test, drm_sched_job_add_dependency(&job->base,
 								   dma_fence_get(deps[i])), 0);
@@ -674,71 +679,79 @@ static struct dma_fence *cg_lender_of(struct kunit *test,
 /*
  * The fence a job lends to from its push (drm_sched_job_gpucg_lender()),
  * among dependencies in the order implicit synchronization gives them (a
- * client's own earlier jobs first): not one of its own entity's, nor one
- * of its own cgroup's on its own scheduler, whose run queue is its own,
- * another DRM file of the same owner's included; the first of another
- * cgroup's, on its scheduler or another; one of its own cgroup's on
- * another scheduler only when there is none of another's.
+ * client's own earlier jobs first): not one of its own cgroup's on its own
+ * scheduler, whose run queue is its own, another client's of that cgroup
+ * included; the first of another cgroup's, on its scheduler or another;
+ * one of its own cgroup's on another scheduler only when there is none of
+ * another's.
  */
 static void drm_sched_cgroup_lender(struct kunit *test)
 {
-	/* client ids 1 to 4: the waiter's, another file in w100, e100's, w400's */
-	static const char * const cgroups[] = { "w100", "w100", "e100", "w400" };
+	/* clients 0 to 3: the waiter's, another in w100, e100's, w400's */
+	static const char * const cgroups[CG_LENDER_CLIENTS] = {
+		"w100", "w100", "e100", "w400"
+	};
+	struct gpucg_client *clients[CG_LENDER_CLIENTS];
+	struct drm_mock_sched_job *jobs[5], *waiters[4];
 	struct drm_mock_sched_entity *entities[6];
+	struct dma_fence *fences[5], *others[2];
 	struct drm_mock_scheduler *scheds[2];
-	struct dma_fence *fences[5], *others[2], *lender;
+	struct dma_fence *lenders[4];
 	struct gpucg_device *dev;
 	unsigned int i;
 
 	dev = cg_setup(test, scheds, ARRAY_SIZE(scheds), 1);
-	for (i = 0; i < ARRAY_SIZE(cgroups); i++)
-		cg_lender_clients[i] = cg_client_new(test, dev, cgroups[i]);
-	/* the waiter's, its own elsewhere, the other file's, e100's, w400's two */
-	entities[0] = cg_entity_new(test, scheds[0], cg_lender_clients[0]);
-	entities[1] = cg_entity_new(test, scheds[1], cg_lender_clients[0]);
-	entities[2] = cg_entity_new(test, scheds[0], cg_lender_clients[1]);
-	entities[3] = cg_entity_new(test, scheds[0], cg_lender_clients[2]);
-	entities[4] = cg_entity_new(test, scheds[1], cg_lender_clients[3]);
-	entities[5] = cg_entity_new(test, scheds[0], cg_lender_clients[3]);
+	for (i = 0; i < CG_LENDER_CLIENTS; i++)
+		clients[i] = cg_client_new(test, dev, cgroups[i]);
+	test->priv = clients;
+	/* the waiter's, its own elsewhere, the other w100 client's, e100's, w400's two */
+	entities[0] = cg_entity_new(test, scheds[0], clients[0]);
+	entities[1] = cg_entity_new(test, scheds[1], clients[0]);
+	entities[2] = cg_entity_new(test, scheds[0], clients[1]);
+	entities[3] = cg_entity_new(test, scheds[0], clients[2]);
+	entities[4] = cg_entity_new(test, scheds[1], clients[3]);
+	entities[5] = cg_entity_new(test, scheds[0], clients[3]);
+	jobs[0] = cg_lender_job(test, entities[0], 0);
+	jobs[1] = cg_lender_job(test, entities[1], 0);
+	jobs[2] = cg_lender_job(test, entities[2], 1);
+	jobs[3] = cg_lender_job(test, entities[3], 2);
+	jobs[4] = cg_lender_job(test, entities[4], 3);
+	for (i = 0; i < 3; i++)
+		waiters[i] = cg_lender_job(test, entities[0], 0);
+	waiters[3] = cg_lender_job(test, entities[5], 3);
 	/* nothing runs: every job stays in its queue */
 	for (i = 0; i < ARRAY_SIZE(scheds); i++)
 		cg_stop(test, scheds[i]);
 	kunit_activate_static_stub(test, drm_file_gpucg_client, cg_lender_file_client);
 
-	fences[0] = cg_lender_job(test, entities[0], 1);
-	fences[1] = cg_lender_job(test, entities[1], 1);
-	fences[2] = cg_lender_job(test, entities[2], 2);
-	fences[3] = cg_lender_job(test, entities[3], 3);
-	fences[4] = cg_lender_job(test, entities[4], 4);
-
-	/* own entity, own cgroup elsewhere, other file here, e100 here */
-	lender = cg_lender_of(test, entities[0], 1, fences, 4);
-	KUNIT_EXPECT_PTR_EQ(test, lender, fences[3]);
-	dma_fence_put(lender);
+	for (i = 0; i < ARRAY_SIZE(jobs); i++)
+		fences[i] = drm_mock_sched_job_submit_get_finished(jobs[i]);
+	/* own entity, own cgroup elsewhere, the other w100 client here, e100 here */
+	lenders[0] = cg_lender_of(test, waiters[0], fences, 4);
 	/* without e100's: its own cgroup on the other scheduler */
-	lender = cg_lender_of(test, entities[0], 1, fences, 3);
-	KUNIT_EXPECT_PTR_EQ(test, lender, fences[1]);
-	dma_fence_put(lender);
+	lenders[1] = cg_lender_of(test, waiters[1], fences, 3);
 	/* its own cgroup's on its own scheduler only: none */
-	lender = cg_lender_of(test, entities[0], 1, &fences[2], 1);
-	KUNIT_EXPECT_NULL(test, lender);
-	dma_fence_put(lender);
+	lenders[2] = cg_lender_of(test, waiters[2], &fences[2], 1);
 	/* w400's waiter: its own cgroup elsewhere, then w100's first job */
 	others[0] = fences[4];
 	others[1] = fences[0];
-	lender = cg_lender_of(test, entities[5], 4, others, ARRAY_SIZE(others));
-	KUNIT_EXPECT_PTR_EQ(test, lender, fences[0]);
-	dma_fence_put(lender);
-
+	lenders[3] = cg_lender_of(test, waiters[3], others, ARRAY_SIZE(others));
 	kunit_deactivate_static_stub(test, drm_file_gpucg_client);
+
+	KUNIT_EXPECT_PTR_EQ(test, lenders[0], fences[3]);
+	KUNIT_EXPECT_PTR_EQ(test, lenders[1], fences[1]);
+	KUNIT_EXPECT_NULL(test, lenders[2]);
+	KUNIT_EXPECT_PTR_EQ(test, lenders[3], fences[0]);
+	for (i = 0; i < ARRAY_SIZE(lenders); i++)
+		dma_fence_put(lenders[i]);
+
 	for (i = 0; i < ARRAY_SIZE(scheds); i++)
 		cg_start(test, scheds[i]);
 	for (i = 0; i < ARRAY_SIZE(fences); i++) {
-		KUNIT_EXPECT_EQ(test, dma_fence_wait_timeout(fences[i], false, HZ) > 0, true);
+		KUNIT_EXPECT_GT(test, dma_fence_wait_timeout(fences[i], false, HZ), 0);
 		dma_fence_put(fences[i]);
 	}
 	cg_teardown(test, entities, ARRAY_SIZE(entities), scheds, ARRAY_SIZE(scheds));
-	memset(cg_lender_clients, 0, sizeof(cg_lender_clients));
 }
 
 static struct kunit_case drm_sched_cgroup_tests[] = {
