@@ -53,19 +53,22 @@ its own at equal weights, on both devices at once: the p99 of the
 interactive client's cycle latency (submit to done, less its 1 ms job) on
 the policy's device over that on FAIR's, over the cycles of five runs
 pooled (about 2,400 cycles per policy; one run's p99, of about 500
-cycles, moves by a third under emulation; each run's ratio is kept too);
+cycles, moves by a third under emulation; each run's ratio is kept too),
+the two policies trading devices in every other run;
 throughput_ratio_vs_fair and
 select_cost_ratio_vs_fair: throughput_ratio and select_cost_ratio, whose
 second device is FAIR's.
 Last, the shapes real clients have (bench/sched_shapes.py):
 multislot_shallow_error_pts, think_share_error_pts, anticipation_idle_pct,
-inversion_rate_ratio, inversion_rate_ratio_same_band and
-inversion_rate_ratio_idle.
+inversion_rate_ratio, inversion_rate_ratio_same_band,
+inversion_rate_ratio_idle and inversion_rate_ratio_long_jobs (with its
+_same_band).
 Writes bench/results/sched.json (6.12) or sched-7.3.json (7.3).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
@@ -73,6 +76,7 @@ import random
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 from common import save, table  # first: it puts tests/ on sys.path
@@ -394,8 +398,32 @@ SELECT_RUNS = 5
 SELECT_SAMPLES = 160
 
 
+SELECT_EVENTS = ("workqueue/workqueue_execute_start", f"gpu_scheduler/{RUN_EVENT}")
+
+
 def _trace(setting: str, value: str) -> None:
     (TRACEFS / setting).write_text(value)
+
+
+@contextlib.contextmanager
+def select_events() -> Iterator[None]:
+    """SELECT_EVENTS enabled, recording off (select_costs() turns it on), for
+    every run at once: an event enabled or disabled is code patched live
+    (text_poke_bp()), and the emulator (TCG) now and then runs a vCPU on
+    code it translated before the patch, into the breakpoint the patch has
+    dropped (an "Oops: int3" in the VM). record-cmd off, so that enabling an
+    event does not hook sched_switch and sched_wakeup too, the hottest code
+    the patch would touch; the events name their schedulers, not tasks."""
+    _trace("tracing_on", "0")
+    _trace("options/record-cmd", "0")
+    for event in SELECT_EVENTS:
+        _trace(f"events/{event}/enable", "1")
+    try:
+        yield
+    finally:
+        for event in SELECT_EVENTS:
+            _trace(f"events/{event}/enable", "0")
+        _trace("options/record-cmd", "1")
 
 
 def _hold_clients(node: str, base: str, n: int, jobs: int, ready, stop) -> None:
@@ -425,7 +453,8 @@ def select_costs(top: Cgroup, nodes: tuple[Path, Path], active: int,
     handed to the driver (drm_run_job), which is the selection plus the pop
     of the job, the same on both: every selection's, in ns, of each device
     (at least half of the SELECT_SAMPLES queued, or it raises).
-    Read from ftrace; simgpu names each scheduler simgpuN.ENGINE."""
+    Read from ftrace, inside select_events(); simgpu names each scheduler
+    simgpuN.ENGINE."""
     base = top.child(f"select{active}{tag}")
     base.create()
     for i in range(active):
@@ -437,8 +466,6 @@ def select_costs(top: Cgroup, nodes: tuple[Path, Path], active: int,
     _trace("tracing_on", "0")
     _trace("trace", "")
     _trace("buffer_size_kb", "32768")
-    for event in ("workqueue/workqueue_execute_start", f"gpu_scheduler/{RUN_EVENT}"):
-        _trace(f"events/{event}/enable", "1")
     try:
         _trace("tracing_on", "1")
         readies = [ctx.Event() for _ in nodes]
@@ -456,8 +483,7 @@ def select_costs(top: Cgroup, nodes: tuple[Path, Path], active: int,
         _trace("tracing_on", "0")
         text = (TRACEFS / "trace").read_text()
     finally:
-        for event in ("workqueue/workqueue_execute_start", f"gpu_scheduler/{RUN_EVENT}"):
-            _trace(f"events/{event}/enable", "0")
+        _trace("tracing_on", "0")
         stop.set()
         for p in procs:
             p.join(60)
@@ -522,20 +548,21 @@ def main() -> int:
         progress("anticipation, policy and FIFO devices side by side")
         busy_idle = side_by_side(top, (node, fifo_node), idle=True)
         select, select_runs = {}, {}
-        for active in (10, 1000):
-            # one run's ratio moves by more than half with what else the
-            # two vCPUs do meanwhile: the selections of every run pooled
-            pooled: tuple[list[float], list[float]] = ([], [])
-            select_runs[active] = []
-            for i in range(SELECT_RUNS):
-                progress(f"selection cost, {active} active entities, policy and {STOCK} side by "
-                         f"side, run {i + 1} of {SELECT_RUNS}")
-                policy, stock = select_costs(top, (node, fifo_node), active, f"-{i}")
-                pooled[0].extend(policy)
-                pooled[1].extend(stock)
-                ratio = pct(sorted(policy), 0.5) / pct(sorted(stock), 0.5)
-                select_runs[active].append(round(ratio, 3))
-            select[active] = (pct(sorted(pooled[0]), 0.5), pct(sorted(pooled[1]), 0.5))
+        with select_events():
+            for active in (10, 1000):
+                # one run's ratio moves by more than half with what else the
+                # two vCPUs do meanwhile: the selections of every run pooled
+                pooled: tuple[list[float], list[float]] = ([], [])
+                select_runs[active] = []
+                for i in range(SELECT_RUNS):
+                    progress(f"selection cost, {active} active entities, policy and {STOCK} "
+                             f"side by side, run {i + 1} of {SELECT_RUNS}")
+                    policy, stock = select_costs(top, (node, fifo_node), active, f"-{i}")
+                    pooled[0].extend(policy)
+                    pooled[1].extend(stock)
+                    ratio = pct(sorted(policy), 0.5) / pct(sorted(stock), 0.5)
+                    select_runs[active].append(round(ratio, 3))
+                select[active] = (pct(sorted(pooled[0]), 0.5), pct(sorted(pooled[1]), 0.5))
         mainline: dict[str, object] = {}
         if BASE == "7.3":
             mainline = mainline_figures(top, (node, fifo_node))
@@ -619,7 +646,8 @@ def main() -> int:
              for where, r in shapes["inversion_rates_per_s"].items()]
     rows += [(key, f"{shapes[key]}") for key in (
         "multislot_shallow_error_pts", "think_share_error_pts", "anticipation_idle_pct",
-        "inversion_rate_ratio", "inversion_rate_ratio_same_band", "inversion_rate_ratio_idle")]
+        "inversion_rate_ratio", "inversion_rate_ratio_same_band", "inversion_rate_ratio_idle",
+        "inversion_rate_ratio_long_jobs", "inversion_rate_ratio_long_jobs_same_band")]
     result["base"] = BASE
     result["stock_policy"] = STOCK
     table(f"bench-sched ({BASE}): simgpu, {JOB_NS / 1e6:g} ms jobs, {WINDOW_S:g} s windows, "
@@ -638,14 +666,22 @@ def mainline_figures(top: Cgroup, nodes: tuple[Path, Path]) -> dict[str, object]
     fair = container_share(top, nodes[1], "fair")
     # a p99 of one run's ~500 cycles under emulation moves by a third from
     # one run to the next (its 5th-worst cycle): the p99 of the cycles of
-    # LATENCY_RUNS runs pooled, each run side by side
+    # LATENCY_RUNS runs pooled, each run side by side, the policy on device
+    # 1 and FAIR on device 0 in every other run so that neither device's
+    # place (its timer, the order its clients start in) favours one
     runs = []
     pooled: tuple[list[int], list[int]] = ([], [])
     for i in range(LATENCY_RUNS):
         progress(f"interactive latency beside a heavy client: policy and FAIR side by side, "
                  f"run {i + 1} of {LATENCY_RUNS}")
+        where = nodes
+        if i % 2:
+            stock_node, policy_node = load_simgpu(fifo="1")
+            check_policies(top, policy_node, stock_node)
+            where = (policy_node, stock_node)
         with tempfile.TemporaryDirectory() as scratch:
-            lat_policy, lat_fair = interactive_latency(top, nodes, Path(scratch), str(i))
+            lat_policy, lat_fair = interactive_latency(top, where, Path(scratch), str(i))
+        load_simgpu()
         runs.append(pct(lat_policy, 0.99) / pct(lat_fair, 0.99))
         pooled[0].extend(lat_policy)
         pooled[1].extend(lat_fair)
