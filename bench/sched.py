@@ -414,16 +414,17 @@ def select_events() -> Iterator[None]:
     dropped (an "Oops: int3" in the VM). record-cmd off, so that enabling an
     event does not hook sched_switch and sched_wakeup too, the hottest code
     the patch would touch; the events name their schedulers, not tasks."""
+    record_cmd = (TRACEFS / "options/record-cmd").read_text().strip()
     _trace("tracing_on", "0")
     _trace("options/record-cmd", "0")
-    for event in SELECT_EVENTS:
-        _trace(f"events/{event}/enable", "1")
     try:
+        for event in SELECT_EVENTS:
+            _trace(f"events/{event}/enable", "1")
         yield
     finally:
         for event in SELECT_EVENTS:
             _trace(f"events/{event}/enable", "0")
-        _trace("options/record-cmd", "1")
+        _trace("options/record-cmd", record_cmd)
 
 
 def _hold_clients(node: str, base: str, n: int, jobs: int, ready, stop) -> None:
@@ -674,14 +675,16 @@ def mainline_figures(top: Cgroup, nodes: tuple[Path, Path]) -> dict[str, object]
     for i in range(LATENCY_RUNS):
         progress(f"interactive latency beside a heavy client: policy and FAIR side by side, "
                  f"run {i + 1} of {LATENCY_RUNS}")
-        where = nodes
-        if i % 2:
-            stock_node, policy_node = load_simgpu(fifo="1")
-            check_policies(top, policy_node, stock_node)
-            where = (policy_node, stock_node)
-        with tempfile.TemporaryDirectory() as scratch:
-            lat_policy, lat_fair = interactive_latency(top, where, Path(scratch), str(i))
-        load_simgpu()
+        try:
+            where = nodes
+            if i % 2:
+                stock_node, policy_node = load_simgpu(fifo="1")
+                check_policies(top, policy_node, stock_node)
+                where = (policy_node, stock_node)
+            with tempfile.TemporaryDirectory() as scratch:
+                lat_policy, lat_fair = interactive_latency(top, where, Path(scratch), str(i))
+        finally:
+            load_simgpu()
         runs.append(pct(lat_policy, 0.99) / pct(lat_fair, 0.99))
         pooled[0].extend(lat_policy)
         pooled[1].extend(lat_fair)

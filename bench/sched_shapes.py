@@ -51,11 +51,11 @@ the engine waits for neither; natively they take tens of microseconds and
 the signaler's think time is the waiter's job. With 3 ms jobs the ratio
 of think time to job is about what 1 ms jobs have natively, and the engine
 waits for the signaler when it is in the waiter's band (_same_band comes
-near 1). Below it, what is left is the middle's job that starts between the
-signaler's job's queueing and the waiter's (submit_gap in
-inversion_times_ms): the signaler's job is queued in its own band and no
-waiter has asked for it yet, so inheritance lends nothing; only a loan
-made before the waiter asks, or an engine that preempts, would save it.
+near 1). Below it the signaler's job is queued in its own band before the
+waiter's job that lends to it (submit_gap in inversion_times_ms), and the
+engine awaits the loan (the core's essay): it idles for that gap, which
+natively is tens of microseconds, where a middle job started in it would
+hold the signaler's job for the rest of its 5 ms.
 inversion_times_ms: for each of those loads, the medians of the time from
 the signaler's job's queueing to the waiter's (submit_gap: the two
 processes' round trip, tens of microseconds on real hardware) and of the

@@ -26,7 +26,9 @@
  * A queue whose next work waits on a job that has not left its queue, of a
  * client of another cgroup or of its own cgroup on another engine, lends
  * that client's cgroup its priority on the job's engine
- * (gpucg_boost_link()) until the job goes to the hardware.
+ * (gpucg_boost_link()) until the job goes to the hardware. When the engine
+ * was holding work for that loan, the call says so, and the driver has the
+ * engine pick again.
  */
 #ifndef _LINUX_CGROUP_GPU_H
 #define _LINUX_CGROUP_GPU_H
@@ -174,7 +176,7 @@ void gpucg_queue_charge(struct gpucg_queue *q, u64 ns);
 bool gpucg_queue_before(const struct gpucg_queue *a,
 			const struct gpucg_queue *b);
 u32 gpucg_queue_share(struct gpucg_queue *q);
-void gpucg_boost_link(struct gpucg_boost *b, struct gpucg_queue *waiter,
+bool gpucg_boost_link(struct gpucg_boost *b, struct gpucg_queue *waiter,
 		      struct gpucg_engine *engine, struct gpucg_client *client,
 		      bool (*done)(struct gpucg_boost *b));
 void gpucg_boost_unlink(struct gpucg_boost *b);
@@ -325,12 +327,13 @@ static inline u32 gpucg_queue_share(struct gpucg_queue *q)
 	return 0;
 }
 
-static inline void gpucg_boost_link(struct gpucg_boost *b,
+static inline bool gpucg_boost_link(struct gpucg_boost *b,
 				    struct gpucg_queue *waiter,
 				    struct gpucg_engine *engine,
 				    struct gpucg_client *client,
 				    bool (*done)(struct gpucg_boost *b))
 {
+	return false;
 }
 
 static inline void gpucg_boost_unlink(struct gpucg_boost *b)

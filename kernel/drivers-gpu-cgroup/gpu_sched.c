@@ -139,6 +139,25 @@
  * one of that band; the same cgroup's jobs on another engine that wait on
  * it (a bin job's render job) lend it its band and change nothing.
  *
+ * A loan comes only once the waiter's job is queued, after the signaller's:
+ * in between, the signaller's job sits in its own band, and work of a band
+ * between the two that starts then is work the lent job waits for all the
+ * same, on an engine that does not preempt. So a loan is anticipated as a
+ * client's next job is. An entity whose last job started on loan is
+ * expected back, as above, in the band it was lent (gpucg_expect_key());
+ * and when it is next ready in its own band, the engine awaits the loan
+ * once: it holds work of the bands below the loan's for the loans' usual
+ * delay after the entity became ready, half again, plus the window
+ * (gpucg_loan_wait()), if that delay is at most twice its job, and the
+ * loan's arrival has the engine pick again (gpucg_boost_link() says so).
+ * A loan that comes late is still sampled; work of the loan's own band is
+ * not held (the entity's vtime there is not its own). So one job lent
+ * costs the engine at most one wait for the entity's next job and one for
+ * its loan. A job that starts without a loan ends it: the waiter has
+ * stopped waiting, its loan came too late, or nothing else was ready
+ * (then the next job is lent only once it has waited). Nothing runs above
+ * its band for it: only work that its loan would beat waits.
+ *
  * Inside a cgroup, queues are ordered by context priority, then by their
  * own vtime (the estimates of the jobs they started), so the clients of one
  * cgroup take turns instead of running FIFO. The root cgroup's queues sit
@@ -245,6 +264,10 @@ struct gpucg_entity {
 	int			boost;		/* highest priority lent to it */
 	int			boost_hops;	/* links the boost came over */
 	int			boost_local;	/* lent by waiters on its engine */
+	int			run_key;	/* own key its last job started in */
+	int			await_key;	/* band of the loan it awaits */
+	u64			await_ns;	/* ready awaiting a loan since, or 0 */
+	u64			lend_ns;	/* average delay of a loan */
 	struct list_head	boosts_out;	/* links of its waits, boost lock */
 	struct list_head	boosts_in;	/* links into it, boost lock */
 	int			key;		/* its band in the parent's tree */
@@ -336,6 +359,32 @@ static bool vtime_before(u64 a, u64 b)
 	return (s64)(a - b) < 0;
 }
 
+static u64 gpucg_loan_wait(struct gpucg_entity *e);
+
+/* Whether @e, ready in its own band, awaits a loan (gpucg_queue_activate()) */
+static bool gpucg_awaits_loan(const struct gpucg_entity *e)
+{
+	return e->await_key != GPUCG_KEY_NONE;
+}
+
+/*
+ * How long the engine waits for @e, listed in engine->expected: for its
+ * loan if it awaits one (gpucg_loan_wait()), else for its next job
+ * (gpucg_expect_ns()).
+ */
+static u64 gpucg_waits_for(struct gpucg_entity *e)
+{
+	return gpucg_awaits_loan(e) ? gpucg_loan_wait(e) : gpucg_expect_ns(e);
+}
+
+/* Whether @e, listed, is overdue: its loan's wait or its cycles are over. */
+static bool gpucg_listed_over(struct gpucg_entity *e, u64 now)
+{
+	if (gpucg_awaits_loan(e))
+		return (s64)(e->await_ns + gpucg_loan_wait(e) - now) <= 0;
+	return gpucg_expect_over(e, now);
+}
+
 /* Engine lock held. */
 static void gpucg_unexpect(struct gpucg_entity *e)
 {
@@ -360,9 +409,9 @@ static struct gpucg_entity *gpucg_expect_victim(struct gpucg_engine *engine,
 	struct gpucg_entity *a;
 
 	list_for_each_entry(a, &engine->expected, expect_node)
-		if (!gpucg_expect_ns(a) || gpucg_expect_over(a, now))
+		if (!gpucg_waits_for(a) || gpucg_listed_over(a, now))
 			return a;
-	return gpucg_expect_ns(e) ? list_first_entry(&engine->expected,
+	return gpucg_waits_for(e) ? list_first_entry(&engine->expected,
 						     struct gpucg_entity,
 						     expect_node) : NULL;
 }
@@ -426,6 +475,8 @@ static void gpucg_entity_init(struct gpucg_entity *e, struct gpucg_engine *engin
 	e->key = GPUCG_KEY_NONE;
 	e->boost = GPUCG_KEY_NONE;
 	e->boost_local = GPUCG_KEY_NONE;
+	e->run_key = GPUCG_KEY_NONE;
+	e->await_key = GPUCG_KEY_NONE;
 	INIT_LIST_HEAD(&e->boosts_out);
 	INIT_LIST_HEAD(&e->boosts_in);
 	INIT_LIST_HEAD(&e->engine_node);
@@ -490,6 +541,48 @@ static struct gpucg_entity *gpucg_band_first(struct gpucg_entity *e, int key)
 static int gpucg_own_key(const struct gpucg_entity *e)
 {
 	return max(e->prio, e->boost);
+}
+
+/*
+ * The band @e is expected back in: its own, or the one its last job
+ * started in if that was higher (lent to it, by a waiter that is likely
+ * to wait on its next job too).
+ */
+static int gpucg_expect_key(const struct gpucg_entity *e)
+{
+	return max(gpucg_own_key(e), e->run_key);
+}
+
+/*
+ * How long after its job became ready in its own band the engine waits for
+ * @e's loan: its loans' usual delay and half again, plus the window; 0 if
+ * it awaits no loan (gpucg_queue_activate()), or its loans come later than
+ * twice its job.
+ */
+static u64 gpucg_loan_wait(struct gpucg_entity *e)
+{
+	if (!gpucg_anticipate_ns || e->await_key <= gpucg_own_key(e) ||
+	    e->lend_ns > 2 * gpucg_est(e))
+		return 0;
+	return e->lend_ns + e->lend_ns / 2 + gpucg_window(e);
+}
+
+/*
+ * Samples the delay of @e's loan, which came @now: since its job became
+ * ready, even if the engine waited less. Engine lock held. Return: whether
+ * the engine was holding work for it.
+ */
+static bool gpucg_entity_lent(struct gpucg_entity *e, u64 now)
+{
+	u64 delay = now - e->await_ns;
+	bool held = gpucg_awaits_loan(e) && !list_empty(&e->expect_node);
+
+	e->lend_ns = (3 * e->lend_ns + delay) / 4;
+	e->await_ns = 0;
+	e->await_key = GPUCG_KEY_NONE;
+	if (held)
+		gpucg_unexpect(e);
+	return held;
 }
 
 /* The entity's key: the highest band of its ready work. */
@@ -652,7 +745,7 @@ static struct gpucg_entity *gpucg_entity_find(struct gpucg *cg,
 
 static DEFINE_SPINLOCK(gpucg_boost_lock);
 
-static void gpucg_boost_update(struct gpucg_entity *e, int *budget);
+static bool gpucg_boost_update(struct gpucg_entity *e, int *budget);
 
 /*
  * Sets the priority @b lends: its waiter's own, or what is lent to the
@@ -692,13 +785,15 @@ static void gpucg_boost_pass(struct gpucg_entity *e, int *budget)
  * Sets @e's boost to the highest priority its links lend it (and what
  * waiters on its own engine lend it, for gpucg_hold()), re-sorts it, and
  * passes a change on, within @budget links. Boost lock held; takes @e's
- * engine lock, with interrupts off already.
+ * engine lock, with interrupts off already. Return: whether @e's engine
+ * was holding work for this loan (gpucg_loan_wait()).
  */
-static void gpucg_boost_update(struct gpucg_entity *e, int *budget)
+static bool gpucg_boost_update(struct gpucg_entity *e, int *budget)
 {
-	int boost = GPUCG_KEY_NONE, local = GPUCG_KEY_NONE, hops = 0;
+	int boost = GPUCG_KEY_NONE, local = GPUCG_KEY_NONE, hops = 0, old;
+	bool changed, held = false;
 	struct gpucg_boost *b;
-	bool changed;
+	u64 now;
 
 	lockdep_assert_held(&gpucg_boost_lock);
 	list_for_each_entry(b, &e->boosts_in, to_node) {
@@ -711,17 +806,23 @@ static void gpucg_boost_update(struct gpucg_entity *e, int *budget)
 	}
 	changed = boost != e->boost || hops != e->boost_hops;
 	if (!changed && local == e->boost_local)
-		return;
+		return false;
 	spin_lock(&e->engine->lock);
 	e->boost_local = local;
 	if (changed) {
+		now = ktime_get_ns();
+		old = e->boost;
 		e->boost = boost;
 		e->boost_hops = hops;
-		gpucg_entity_update(e, ktime_get_ns());
+		/* a loan came (not one of several that ended) */
+		if (e->await_ns && boost > old && boost > e->prio)
+			held = gpucg_entity_lent(e, now);
+		gpucg_entity_update(e, now);
 	}
 	spin_unlock(&e->engine->lock);
 	if (changed)
 		gpucg_boost_pass(e, budget);
+	return held;
 }
 
 /*
@@ -820,8 +921,12 @@ static void gpucg_boost_refresh(struct gpucg_entity *e)
  * Context: process context, not under an engine's lock, where the drivers
  * of every engine reachable along the links allow their engines' locks to
  * be taken (drm_sched's: process context).
+ * Return: true if @engine was holding work for this loan (the cgroup's
+ * job was ready, its last job ran on loan, and the engine anticipated
+ * this one: see the top of this file); the caller then has @engine pick
+ * again.
  */
-void gpucg_boost_link(struct gpucg_boost *b, struct gpucg_queue *waiter,
+bool gpucg_boost_link(struct gpucg_boost *b, struct gpucg_queue *waiter,
 		      struct gpucg_engine *engine, struct gpucg_client *client,
 		      bool (*done)(struct gpucg_boost *b))
 {
@@ -829,18 +934,18 @@ void gpucg_boost_link(struct gpucg_boost *b, struct gpucg_queue *waiter,
 	int budget = GPUCG_BOOST_BUDGET;
 	unsigned long flags;
 	struct gpucg *cg;
-	bool pinned;
+	bool pinned, held;
 
 	gpucg_boost_unlink(b);
 	if (!waiter->engine || !engine || !engine->schedules || !client)
-		return;
+		return false;
 	rcu_read_lock();
 	cg = rcu_dereference(client->cg);
 	/* the client may drop its reference on @cg right now */
 	pinned = cg == &gpucg_root || css_tryget(&cg->css);
 	rcu_read_unlock();
 	if (!pinned)
-		return;
+		return false;
 
 	/* the waiter's entity, pinned: its queue may move when it activates */
 	spin_lock_irqsave(&waiter->engine->lock, flags);
@@ -857,7 +962,7 @@ void gpucg_boost_link(struct gpucg_boost *b, struct gpucg_queue *waiter,
 		if (cg != &gpucg_root)
 			css_put(&cg->css);
 		gpucg_entity_unpin(from);
-		return;
+		return false;
 	}
 	b->from = from;
 	b->to = to;
@@ -871,8 +976,9 @@ void gpucg_boost_link(struct gpucg_boost *b, struct gpucg_queue *waiter,
 	list_add_tail(&b->in_node, &engine->boosts);
 	WRITE_ONCE(engine->nr_boosts, engine->nr_boosts + 1);
 	spin_unlock(&engine->lock);
-	gpucg_boost_update(to, &budget);
+	held = gpucg_boost_update(to, &budget);
 	spin_unlock_irqrestore(&gpucg_boost_lock, flags);
+	return held;
 }
 EXPORT_SYMBOL_GPL(gpucg_boost_link);
 
@@ -1401,9 +1507,11 @@ static void gpucg_queue_activate(struct gpucg_queue *q, u64 now)
 {
 	struct gpucg_entity *ent;
 	struct gpucg_queue *first;
+	bool was_active;
 
 	gpucg_queue_bind(q);
 	ent = q->ent;
+	was_active = ent->active;
 	first = gpucg_first_queue(ent);
 	/* a queue idle for a while gets no credit among its cgroup's */
 	if (vtime_before(q->vtime, first ? first->vtime : ent->qvclock))
@@ -1416,7 +1524,20 @@ static void gpucg_queue_activate(struct gpucg_queue *q, u64 now)
 	q->active = true;
 	rb_add_cached(&q->node, &ent->queues, gpucg_queue_less);
 	gpucg_entity_update(ent, now);
+	if (was_active)
+		return;
 	gpucg_unexpect(ent);
+	/*
+	 * Ready in its own band after a job that started on loan: await the
+	 * next loan, once (a job that starts is lent afresh or not at all).
+	 */
+	if (ent->run_key > gpucg_own_key(ent)) {
+		ent->await_key = ent->run_key;
+		ent->await_ns = now;
+		ent->run_key = GPUCG_KEY_NONE;
+		if (gpucg_loan_wait(ent))
+			gpucg_expect(ent, now);
+	}
 }
 
 static void gpucg_queue_deactivate(struct gpucg_queue *q, u64 now)
@@ -1427,8 +1548,16 @@ static void gpucg_queue_deactivate(struct gpucg_queue *q, u64 now)
 	RB_CLEAR_NODE(&q->node);
 	q->active = false;
 	gpucg_entity_update(ent, now);
+	if (ent->active)
+		return;
+	/* gone without starting a job: it awaits no loan any more */
+	if (ent->await_ns) {
+		ent->await_key = GPUCG_KEY_NONE;
+		ent->await_ns = 0;
+		gpucg_unexpect(ent);
+	}
 	/* its last ready work went to the hardware: expect it back */
-	if (!ent->active && ent->inflight)
+	if (ent->inflight)
 		gpucg_expect(ent, now);
 }
 
@@ -1657,13 +1786,16 @@ static int gpucg_depth(struct gpucg_entity *e)
 }
 
 /*
- * Whether the expected entity @a, were it ready, would run before the
- * work of @b: compared where their paths meet, as the pick would.
+ * Whether the expected entity @a, were it ready in band @prio, would run
+ * before the work of @b: compared where their paths meet, as the pick
+ * would; in a band it is only lent, a tie does not count (its vtime is its
+ * own band's).
  */
-static bool gpucg_expected_beats(struct gpucg_entity *a, struct gpucg_entity *b)
+static bool gpucg_expected_beats(struct gpucg_entity *a, struct gpucg_entity *b,
+				 int prio)
 {
-	int da = gpucg_depth(a), db = gpucg_depth(b);
-	int prio = gpucg_own_key(a), ka;
+	int da = gpucg_depth(a), db = gpucg_depth(b), ka;
+	bool lent = prio > gpucg_own_key(a);
 
 	for (; da > db; da--)
 		a = a->parent;
@@ -1678,7 +1810,8 @@ static bool gpucg_expected_beats(struct gpucg_entity *a, struct gpucg_entity *b)
 	ka = a->active ? max(a->key, prio) : prio;
 	if (ka != b->key)
 		return ka > b->key;
-	return vtime_before(a->vtime, b->vtime);
+	/* its vtime is its own band's: in a band it is only lent, no tie */
+	return !lent && vtime_before(a->vtime, b->vtime);
 }
 
 /*
@@ -1721,8 +1854,10 @@ static bool gpucg_ring_deep(struct gpucg_engine *engine,
  * ahead (gpucg_ring_deep()). An entity later than four of its cycles is
  * no longer expected, and one whose priority is no higher than what @e
  * is lent (gpucg_boost_link()) holds nothing for it: it may be the waiter
- * @e serves. Return: 0 to let @e's work run, else the time after which to
- * pick again, in ns from @now.
+ * @e serves. An entity ready in its own band that awaits a loan holds the
+ * work its loan would beat until gpucg_loan_wait() after it became ready.
+ * Return: 0 to let @e's work run, else the time after which to pick
+ * again, in ns from @now.
  */
 static u64 gpucg_hold(struct gpucg_engine *engine, struct gpucg_entity *e,
 		      u64 now)
@@ -1739,6 +1874,19 @@ static u64 gpucg_hold(struct gpucg_engine *engine, struct gpucg_entity *e,
 	bool deep;
 
 	list_for_each_entry_safe(a, tmp, &engine->expected, expect_node) {
+		if (gpucg_awaits_loan(a)) {	/* ready */
+			if (gpucg_listed_over(a, now)) {
+				/* a late loan is still sampled */
+				gpucg_unexpect(a);
+				a->await_key = GPUCG_KEY_NONE;
+				continue;
+			}
+			if (a->await_key > lent &&
+			    gpucg_expected_beats(a, e, a->await_key))
+				hold = min(hold, a->await_ns +
+					   gpucg_loan_wait(a) - now);
+			continue;
+		}
 		if (gpucg_expect_over(a, now)) {
 			gpucg_unexpect(a);
 			continue;
@@ -1746,7 +1894,8 @@ static u64 gpucg_hold(struct gpucg_engine *engine, struct gpucg_entity *e,
 		wait = gpucg_expect_ns(a);
 		until = gpucg_since(a, now) + wait;
 		/* the waiter may be the one expected: never held for it */
-		if (gpucg_own_key(a) <= lent || !gpucg_expected_beats(a, e))
+		if (gpucg_expect_key(a) <= lent ||
+		    !gpucg_expected_beats(a, e, gpucg_expect_key(a)))
 			continue;
 		if (wait && (s64)(until - now) > 0) {
 			if (!gpucg_fits(e, a, now))
@@ -1851,6 +2000,12 @@ void gpucg_queue_start(struct gpucg_queue *q, struct gpucg_ticket *t)
 		gpucg_queue_bind(q);
 	}
 	ent = q->ent;
+	/* the band it is expected back in; it awaits no loan any more */
+	ent->run_key = gpucg_own_key(ent);
+	ent->await_key = GPUCG_KEY_NONE;
+	ent->await_ns = 0;
+	if (ent->active)
+		gpucg_unexpect(ent);
 	css_get(&q->cg->css);
 	t->ent = ent;
 	t->cg = q->cg;

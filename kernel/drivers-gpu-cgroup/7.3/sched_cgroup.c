@@ -600,7 +600,8 @@ static struct drm_sched_fence *drm_sched_gpucg_lendable(struct dma_fence *fence)
  * Lends @entity's priority through @w to the job of @fence, if it is a
  * client's job still in its queue and not in @entity's own cgroup on its
  * own scheduler (the core links nothing there); @w then holds the job's
- * scheduled fence. Process context.
+ * scheduled fence, and the job's scheduler picks again if it was holding
+ * work for the loan. Process context.
  */
 static void drm_sched_gpucg_lend(struct drm_sched_entity *entity,
 				 struct drm_sched_gpucg_wait *w,
@@ -634,8 +635,9 @@ static void drm_sched_gpucg_lend(struct drm_sched_entity *entity,
 		 * before their scheduler, as drm_sched_fini() and the
 		 * scheduler's own fence callbacks assume.
 		 */
-		gpucg_boost_link(&w->boost, &grq->q, s_fence->sched->gpucg,
-				 client, drm_sched_gpucg_wait_done);
+		if (gpucg_boost_link(&w->boost, &grq->q, s_fence->sched->gpucg,
+				     client, drm_sched_gpucg_wait_done))
+			drm_sched_wakeup(s_fence->sched);
 		gpucg_client_put(client);
 	}
 	gpucg_group_put(&grq->q);
