@@ -93,7 +93,8 @@
  * time only where the CPU takes longer than that job to queue the next:
  * under emulation, 2 to 19% of the engine with jobs of 2 ms), and the
  * engine idles at most one and a half think times plus a window per job
- * of a client it waits for: at most three times its job plus a window.
+ * of a client it waits for: at most three times its job plus a window
+ * (and a job lent adds one wait for the next loan, below).
  * (Twice, not once: the latency between a job's end and the next job's
  * arrival counts as think time, and a client that renders for as long as
  * it waits must still get what it asks for.) An engine expects at most 8
@@ -149,11 +150,14 @@
  * once: it holds work of the bands below the loan's for the loans' usual
  * delay after the entity became ready, half again, plus the window
  * (gpucg_loan_wait()), if that delay is at most twice its job, and the
- * loan's arrival has the engine pick again (gpucg_boost_link() says so).
- * A loan that comes late is still sampled; work of the loan's own band is
- * not held (the entity's vtime there is not its own). So one job lent
- * costs the engine at most one wait for the entity's next job and one for
- * its loan. A job that starts without a loan ends it: the waiter has
+ * loan's arrival has the engine pick again (gpucg_boost_link() says so;
+ * a loan passed on along a chain does not, and the wait's end does).
+ * A job that waits on a fence of its own meanwhile is awaited again when
+ * it is ready, within the same wait. A loan that comes late is still
+ * sampled; work of the loan's own band is not held (the entity's vtime
+ * there may be another band's). So one job lent costs the engine at most
+ * one wait for the entity's next job and one for its loan. A job that
+ * starts without a loan ends it: the waiter has
  * stopped waiting, its loan came too late, or nothing else was ready
  * (then the next job is lent only once it has waited). Nothing runs above
  * its band for it: only work that its loan would beat waits.
@@ -266,7 +270,7 @@ struct gpucg_entity {
 	int			boost_local;	/* lent by waiters on its engine */
 	int			run_key;	/* own key its last job started in */
 	int			await_key;	/* band of the loan it awaits */
-	u64			await_ns;	/* ready awaiting a loan since, or 0 */
+	u64			await_ns;	/* awaiting it since; 0: no sample */
 	u64			lend_ns;	/* average delay of a loan */
 	struct list_head	boosts_out;	/* links of its waits, boost lock */
 	struct list_head	boosts_in;	/* links into it, boost lock */
@@ -361,10 +365,14 @@ static bool vtime_before(u64 a, u64 b)
 
 static u64 gpucg_loan_wait(struct gpucg_entity *e);
 
-/* Whether @e, ready in its own band, awaits a loan (gpucg_queue_activate()) */
+/*
+ * Whether @e awaits a loan (gpucg_queue_activate()), its own queues ready:
+ * while none is, it is expected back, if at all, as any other.
+ */
 static bool gpucg_awaits_loan(const struct gpucg_entity *e)
 {
-	return e->await_key != GPUCG_KEY_NONE;
+	return e->await_key != GPUCG_KEY_NONE &&
+	       !RB_EMPTY_ROOT(&e->queues.rb_root);
 }
 
 /*
@@ -396,7 +404,7 @@ static void gpucg_unexpect(struct gpucg_entity *e)
 
 /*
  * The entity a full list drops to make room for @e: the oldest that is
- * overdue (gpucg_expect_over()) or that the engine does not wait for, else
+ * overdue (gpucg_listed_over()) or that the engine does not wait for, else
  * the oldest if the engine waits for @e; NULL if it waits for every entity
  * listed and not for @e, which is then not listed. So clients that think
  * long, however many, never push out one the engine waits for. Engine lock
@@ -417,9 +425,10 @@ static struct gpucg_entity *gpucg_expect_victim(struct gpucg_engine *engine,
 }
 
 /*
- * Expects @e back (held for, if gpucg_expect_ns() says it is; else only to
- * keep the ring shallow), dropping an expected entity if there are too
- * many (gpucg_expect_victim()). Engine lock held.
+ * Expects @e back, or its loan (held for, if gpucg_waits_for() says it
+ * is; else only to keep the ring shallow), dropping an expected entity if
+ * there are too many (gpucg_expect_victim(); one awaiting a loan awaits it
+ * no more). Engine lock held.
  */
 static void gpucg_expect(struct gpucg_entity *e, u64 now)
 {
@@ -439,6 +448,7 @@ static void gpucg_expect(struct gpucg_entity *e, u64 now)
 		if (!victim)
 			return;
 		gpucg_unexpect(victim);
+		victim->await_key = GPUCG_KEY_NONE;
 	}
 	list_add_tail(&e->expect_node, &engine->expected);
 	engine->nr_expected++;
@@ -569,12 +579,14 @@ static u64 gpucg_loan_wait(struct gpucg_entity *e)
 
 /*
  * Samples the delay of @e's loan, which came @now: since its job became
- * ready, even if the engine waited less. Engine lock held. Return: whether
- * the engine was holding work for it.
+ * ready, even if the engine waited less, at most four times its job or the
+ * window (as its think time). Engine lock held. Return: whether the engine
+ * was holding work for it.
  */
 static bool gpucg_entity_lent(struct gpucg_entity *e, u64 now)
 {
-	u64 delay = now - e->await_ns;
+	u64 delay = min(now - e->await_ns,
+			4 * max(gpucg_est(e), gpucg_window(e)));
 	bool held = gpucg_awaits_loan(e) && !list_empty(&e->expect_node);
 
 	e->lend_ns = (3 * e->lend_ns + delay) / 4;
@@ -1507,11 +1519,9 @@ static void gpucg_queue_activate(struct gpucg_queue *q, u64 now)
 {
 	struct gpucg_entity *ent;
 	struct gpucg_queue *first;
-	bool was_active;
 
 	gpucg_queue_bind(q);
 	ent = q->ent;
-	was_active = ent->active;
 	first = gpucg_first_queue(ent);
 	/* a queue idle for a while gets no credit among its cgroup's */
 	if (vtime_before(q->vtime, first ? first->vtime : ent->qvclock))
@@ -1524,20 +1534,23 @@ static void gpucg_queue_activate(struct gpucg_queue *q, u64 now)
 	q->active = true;
 	rb_add_cached(&q->node, &ent->queues, gpucg_queue_less);
 	gpucg_entity_update(ent, now);
-	if (was_active)
+	if (first)	/* its own queues were ready already */
 		return;
 	gpucg_unexpect(ent);
 	/*
 	 * Ready in its own band after a job that started on loan: await the
-	 * next loan, once (a job that starts is lent afresh or not at all).
+	 * next loan, once (a job that starts is lent afresh or not at all),
+	 * from now; or again, within that wait, if its job was ready and then
+	 * was not (a fence the pick found unsignalled).
 	 */
 	if (ent->run_key > gpucg_own_key(ent)) {
 		ent->await_key = ent->run_key;
 		ent->await_ns = now;
 		ent->run_key = GPUCG_KEY_NONE;
-		if (gpucg_loan_wait(ent))
-			gpucg_expect(ent, now);
 	}
+	if (gpucg_awaits_loan(ent) && gpucg_loan_wait(ent) &&
+	    !gpucg_listed_over(ent, now))
+		gpucg_expect(ent, now);
 }
 
 static void gpucg_queue_deactivate(struct gpucg_queue *q, u64 now)
@@ -1548,16 +1561,15 @@ static void gpucg_queue_deactivate(struct gpucg_queue *q, u64 now)
 	RB_CLEAR_NODE(&q->node);
 	q->active = false;
 	gpucg_entity_update(ent, now);
-	if (ent->active)
-		return;
-	/* gone without starting a job: it awaits no loan any more */
-	if (ent->await_ns) {
-		ent->await_key = GPUCG_KEY_NONE;
-		ent->await_ns = 0;
+	/*
+	 * None of its own queues ready, and no job started: it keeps the
+	 * loan it awaits, off the list until it is ready again.
+	 */
+	if (RB_EMPTY_ROOT(&ent->queues.rb_root) &&
+	    ent->await_key != GPUCG_KEY_NONE)
 		gpucg_unexpect(ent);
-	}
 	/* its last ready work went to the hardware: expect it back */
-	if (ent->inflight)
+	if (!ent->active && ent->inflight)
 		gpucg_expect(ent, now);
 }
 
@@ -1788,8 +1800,8 @@ static int gpucg_depth(struct gpucg_entity *e)
 /*
  * Whether the expected entity @a, were it ready in band @prio, would run
  * before the work of @b: compared where their paths meet, as the pick
- * would; in a band it is only lent, a tie does not count (its vtime is its
- * own band's).
+ * would; in a band it is only lent, a tie does not count (its vtime may
+ * be another band's).
  */
 static bool gpucg_expected_beats(struct gpucg_entity *a, struct gpucg_entity *b,
 				 int prio)
@@ -1810,7 +1822,7 @@ static bool gpucg_expected_beats(struct gpucg_entity *a, struct gpucg_entity *b,
 	ka = a->active ? max(a->key, prio) : prio;
 	if (ka != b->key)
 		return ka > b->key;
-	/* its vtime is its own band's: in a band it is only lent, no tie */
+	/* in a band it is only lent its vtime may be another's: no tie */
 	return !lent && vtime_before(a->vtime, b->vtime);
 }
 
@@ -2001,11 +2013,11 @@ void gpucg_queue_start(struct gpucg_queue *q, struct gpucg_ticket *t)
 	}
 	ent = q->ent;
 	/* the band it is expected back in; it awaits no loan any more */
+	if (gpucg_awaits_loan(ent))
+		gpucg_unexpect(ent);
 	ent->run_key = gpucg_own_key(ent);
 	ent->await_key = GPUCG_KEY_NONE;
 	ent->await_ns = 0;
-	if (ent->active)
-		gpucg_unexpect(ent);
 	css_get(&q->cg->css);
 	t->ent = ent;
 	t->cg = q->cg;
