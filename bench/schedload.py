@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import common  # first: it puts tests/ on sys.path
-from simgpu import ClientProcess, SimGpu, render_nodes
+from simgpu import ClientProcess, SimGpu, render_nodes, unload
 
 from pycgpu.core import formats
 from pycgpu.core.cgroup import Cgroup
@@ -38,7 +38,7 @@ def load_simgpu(**changes: str) -> list[Path]:
         have = {k: (module / "parameters" / k).read_text().strip() for k in params}
         if have != params:
             progress(f"reloading simgpu: {have} -> {params}")
-            subprocess.run(["rmmod", "simgpu"], check=True)
+            unload()
             loaded = False
     if not loaded:
         ko = Path(os.environ.get("PYCGPU_EXT", "")) / "simgpu.ko"
@@ -56,7 +56,7 @@ def load_simgpu(**changes: str) -> list[Path]:
 def reload_sched(policy: int | None) -> list[Path]:
     """drm_sched (a module on 7.3) reloaded with sched_policy=@policy, or as
     the kernel command line has it (None), and simgpu with it."""
-    subprocess.run(["rmmod", "simgpu"], check=True)
+    unload()
     subprocess.run(["modprobe", "-r", "gpu-sched"], check=True)
     subprocess.run(["modprobe", "gpu-sched",
                     *([f"sched_policy={policy}"] if policy is not None else [])], check=True)

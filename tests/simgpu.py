@@ -14,6 +14,7 @@ from __future__ import annotations
 import collections
 import multiprocessing
 import os
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -146,6 +147,25 @@ def render_nodes(dev_dir: Path = Path("/dev/dri")) -> list[Path]:
     """The render nodes of simgpu devices, in order."""
     return [node for node in sorted(dev_dir.glob("renderD*"))
             if (v := driver_version(node)) is not None and v.name == DRIVER]
+
+
+_BUSY = ("in use", "busy", "temporarily unavailable")
+
+
+def unload(timeout_s: float = 10.0) -> None:
+    """rmmod simgpu, again while the module is held (a client process that
+    is still exiting has a file of its devices open: rmmod says it is in
+    use, or the kernel refuses it as busy), for at most @timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        run = subprocess.run(["rmmod", "simgpu"], capture_output=True, text=True, check=False)
+        if run.returncode == 0:
+            return
+        if not any(b in run.stderr.lower() for b in _BUSY):
+            raise RuntimeError(f"rmmod simgpu failed: {run.stderr.strip()}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"rmmod simgpu failed for {timeout_s} s: {run.stderr.strip()}")
+        time.sleep(0.1)
 
 
 def _saturate(node: str, cgroup: str | None, duration_ns: int, depth: int, priority: int,

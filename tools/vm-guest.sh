@@ -14,6 +14,20 @@ fi
 if ! grep -q ' /sys/kernel/debug debugfs ' /proc/mounts; then
 	mount -t debugfs none /sys/kernel/debug 2>/dev/null
 fi
+# TCG and static keys flipped under a running vCPU (tools/vm.sh): the
+# first memory cgroup switches memcg_kmem_online_key on for good, and each
+# memory cgroup counts in memcg_sockets_enabled_key and
+# memcg_bpf_enabled_key, so the first container of a run, and every cgroup
+# the tests made and removed once runc had left +memory in the root's
+# subtree_control, patched the kernel's text while it ran (an "Oops: int3"
+# in kmem_cache_free, once in a clean-clone run). A memory cgroup kept for
+# the whole run flips them now, while nothing else runs, and never again:
+# +memory stays in the root's subtree_control, as runc leaves it.
+if grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+	{ echo +memory >/sys/fs/cgroup/cgroup.subtree_control &&
+		mkdir -p /sys/fs/cgroup/pycgpu-vm-static-keys; } ||
+		echo "vm-guest.sh: no memory cgroup kept for the static keys" >&2
+fi
 # drm_sched, a module on 7.3, with the options of the kernel command line
 # (simgpu is loaded with insmod, which resolves no dependency)
 modprobe -q gpu-sched 2>/dev/null || true

@@ -403,6 +403,18 @@ static void gpucg_unexpect(struct gpucg_entity *e)
 }
 
 /*
+ * @e awaits no loan any more (its loan came, its wait is over, or a job of
+ * its own started), and is no longer listed for one; if it is listed to be
+ * expected back, it stays. Engine lock held.
+ */
+static void gpucg_await_end(struct gpucg_entity *e)
+{
+	if (gpucg_awaits_loan(e))
+		gpucg_unexpect(e);
+	e->await_key = GPUCG_KEY_NONE;
+}
+
+/*
  * The entity a full list drops to make room for @e: the oldest that is
  * overdue (gpucg_listed_over()) or that the engine does not wait for, else
  * the oldest if the engine waits for @e; NULL if it waits for every entity
@@ -591,9 +603,7 @@ static bool gpucg_entity_lent(struct gpucg_entity *e, u64 now)
 
 	e->lend_ns = (3 * e->lend_ns + delay) / 4;
 	e->await_ns = 0;
-	e->await_key = GPUCG_KEY_NONE;
-	if (held)
-		gpucg_unexpect(e);
+	gpucg_await_end(e);
 	return held;
 }
 
@@ -1889,8 +1899,7 @@ static u64 gpucg_hold(struct gpucg_engine *engine, struct gpucg_entity *e,
 		if (gpucg_awaits_loan(a)) {	/* ready */
 			if (gpucg_listed_over(a, now)) {
 				/* a late loan is still sampled */
-				gpucg_unexpect(a);
-				a->await_key = GPUCG_KEY_NONE;
+				gpucg_await_end(a);
 				continue;
 			}
 			if (a->await_key > lent &&
@@ -2012,12 +2021,10 @@ void gpucg_queue_start(struct gpucg_queue *q, struct gpucg_ticket *t)
 		gpucg_queue_bind(q);
 	}
 	ent = q->ent;
-	/* the band it is expected back in; it awaits no loan any more */
-	if (gpucg_awaits_loan(ent))
-		gpucg_unexpect(ent);
-	ent->run_key = gpucg_own_key(ent);
-	ent->await_key = GPUCG_KEY_NONE;
+	/* it awaits no loan any more; the band it is expected back in */
+	gpucg_await_end(ent);
 	ent->await_ns = 0;
+	ent->run_key = gpucg_own_key(ent);
 	css_get(&q->cg->css);
 	t->ent = ent;
 	t->cg = q->cg;

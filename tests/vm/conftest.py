@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from simgpu import render_nodes as simgpu_render_nodes
+from simgpu import unload as simgpu_unload
 
 from pycgpu.core.cgroup import Cgroup, find_mount
 from pycgpu.core.drm import driver_version
@@ -118,7 +119,7 @@ def reload_simgpu(simgpu_nodes) -> Iterator:
     ko = Path(os.environ.get("PYCGPU_EXT", "")) / "simgpu.ko"
 
     def load(*params: str) -> list[Path]:
-        subprocess.run(["rmmod", "simgpu"], check=True)
+        simgpu_unload()
         subprocess.run(["insmod", str(ko), *params], check=True)
         return simgpu_render_nodes()
 

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
+from simgpu import unload as unload_simgpu
 
 from pycgpu.core.cgroup import Cgroup
 
@@ -63,9 +64,12 @@ def loaded(module: str) -> bool:
 def unload(module: str) -> None:
     """Unloads @module; simgpu, loaded with insmod from outside the
     kernel's module tree, with rmmod (modprobe does not know it)."""
-    if loaded(module):
-        remove = ["rmmod"] if module == "simgpu" else ["modprobe", "-r"]
-        subprocess.run([*remove, module], check=True)
+    if not loaded(module):
+        return
+    if module == "simgpu":
+        unload_simgpu()
+    else:
+        subprocess.run(["modprobe", "-r", module], check=True)
 
 
 @pytest.fixture(scope="module")

@@ -78,8 +78,9 @@ def test_memory_limits_through_pycgpu(mount: Path, group: str, vgem_node: Path,
     key = MemFiles(gem_key(vgem_node, devt_of(vgem_node)))
     pycgpu(mount, "create", f"{group}/job", "--memory-max", f"{vgem_node.name}=64K")
     cg = Cgroup(mount, f"{group}/job")
-    for level in (mount, mount / group):
-        assert (level / "cgroup.subtree_control").read_text().split() == ["dmem"]
+    # the root's may hold others (tools/vm-guest.sh keeps +memory there)
+    assert "dmem" in (mount / "cgroup.subtree_control").read_text().split()
+    assert (mount / group / "cgroup.subtree_control").read_text().split() == ["dmem"]
     assert key.get(cg, "max") == 64 << 10
     with Worker(cg.path, vgem_card) as w:
         w.alloc(16 * PAGE)

@@ -22,6 +22,7 @@ import pytest
 from clients import proc_state
 from drmtest import BufferNode
 from simgpu import SimGpu, render_nodes
+from simgpu import unload as unload_simgpu
 
 from pycgpu.core import formats
 
@@ -94,7 +95,7 @@ def dying(mount: Path) -> int:
 
 def reload_simgpu() -> list[Path]:
     ko = Path(os.environ.get("PYCGPU_EXT", "")) / "simgpu.ko"
-    subprocess.run(["rmmod", "simgpu"], check=True)
+    unload_simgpu()
     subprocess.run(["insmod", str(ko), "devices=2"], check=True)
     return render_nodes()
 
