@@ -153,20 +153,27 @@ def rm(state: State, path: str, recursive: bool, dry_run: bool) -> None:
     """Remove the cgroup PATH (with --recursive, its descendants first).
 
     Groups that still have processes are not removed: move the processes
-    out first. GPU buffers charged to a removed group keep it alive
-    (invisibly) until they are freed.
+    out first. Like create and set, rm waits for other pycgpu runs that
+    change the tree (the tree's lock; --dry-run does not wait). GPU buffers
+    charged to a removed group keep it alive (invisibly) until they are freed.
 
     \b
     Examples:
       pycgpu rm ai/train
       pycgpu rm -r ai --dry-run
     """
+    from contextlib import nullcontext
+
+    from ...core import locks
+
     cg = state.cgroup(path)
     if cg.is_root:
         raise BadValue("the root cgroup cannot be removed: name a child group")
-    if not cg.exists():
-        raise BadValue(f"cgroup {cg.name} does not exist")
-    with translated(path):
+    # under the tree's lock, as create and set: a removal cannot interleave
+    # with their plan and apply (and break a rollback); a dry run does not wait
+    with translated(path), nullcontext() if dry_run else locks.tree_lock(state.mount):
+        if not cg.exists():
+            raise BadValue(f"cgroup {cg.name} does not exist")
         order = _post_order(cg)
         if len(order) > 1 and not recursive:
             children = ", ".join(c.name for c in cg.children())
