@@ -9,7 +9,8 @@ A patch (:class:`Patch`, applied by :func:`apply`) does, for runc and crun:
   rwm``): runc does not derive one from ``linux.devices``, and its default
   rule denies every device;
 - ``linux.resources.unified``: ``gpu.weight``, ``gpu.priority`` and
-  ``gpu.memory.max`` as *string* values (the runtime-spec requires strings).
+  ``gpu.memory.max`` (``dmem.max`` on a kernel whose GPU memory is dmem's)
+  as *string* values (the runtime-spec requires strings).
   runc and crun write each value with one write(2) and the kernel takes one
   key per write, so each file carries one value; knobs that need several
   (memory limits on two GPUs) go through the createRuntime hook instead;
@@ -56,6 +57,24 @@ CONTAINER_DRI = "/dev/dri"
 
 class ConfigError(Error, ValueError):
     """A config.json (or a request) the patch refuses; nothing was written."""
+
+
+# Each knob a patch sets, by its annotation (pycgpu.runtime.annotations), and the
+# files of linux.resources.unified that can carry it: a memory limit is
+# gpu.memory.max, or dmem.max on a kernel whose GPU memory is dmem's
+# (pycgpu.core.memory). A patch keeps one value per knob: the files and the
+# annotation that it does not set now are removed; unpatch removes them all.
+KNOB_FILES: dict[str, tuple[str, ...]] = {
+    ann.WEIGHT: ("gpu.weight",),
+    ann.PRIORITY: ("gpu.priority",),
+    ann.MEMORY_MAX: ("gpu.memory.max", "dmem.max"),
+}
+_KNOB_OF_FILE = {file: knob for knob, files in KNOB_FILES.items() for file in files}
+
+
+def knobs_of(settings: Settings) -> list[str]:
+    """The knobs (their annotations) @settings sets."""
+    return sorted({_KNOB_OF_FILE[file] for file in settings.files()})
 
 
 # ConfigError.reason: a file linux.resources.unified cannot hold (details: file);
@@ -432,8 +451,12 @@ def apply(doc: dict[str, Any], patch: Patch) -> list[str]:
     if patch.devices:
         changes += _add_devices(linux, patch.devices)
     if patch.hook is None:
-        # a knob set in unified replaces the annotation an earlier --hook patch left
-        changes += _drop_annotations(doc, [ann.PREFIX + f for f in unified_values])
+        # a knob set in unified replaces the annotation an earlier --hook patch
+        # left, and its value in the other file (dmem.max for gpu.memory.max)
+        knobs = knobs_of(patch.settings)
+        changes += _drop_annotations(doc, knobs)
+        changes += _drop_unified(doc, [f for k in knobs for f in KNOB_FILES[k]
+                                       if f not in unified_values])
     if unified_values or stanza is not None or patch.legacy_stanza is False:
         resources = _object(linux, "resources", "linux.resources")
         if unified_values:
@@ -517,7 +540,8 @@ def _add_hook(doc: dict[str, Any], patch: Patch) -> list[str]:
     """The knobs as annotations (replacing the same knobs in unified: one
     value per knob) and exactly one createRuntime entry for the hook."""
     assert patch.hook is not None
-    changes = _drop_unified(doc, patch.settings.files(), " (now in annotations)")
+    changes = _drop_unified(doc, [f for k in knobs_of(patch.settings) for f in KNOB_FILES[k]],
+                            " (now in annotations)")
     values = ann.format_settings(patch.settings)
     if patch.image_check is not None:
         values[ann.IMAGE_CHECK] = patch.image_check
@@ -541,17 +565,16 @@ _RENDER_NODE = re.compile(re.escape(CONTAINER_DRI) + r"/renderD\d+")
 
 
 def unpatch(doc: dict[str, Any], keep_devices: bool = False) -> list[str]:
-    """Remove what patches added to @doc, in place: the gpu.* keys of
-    ``linux.resources.unified``, the ``pycgpu.io/`` annotations, the hook
+    """Remove what patches added to @doc, in place: the knobs' files in
+    ``linux.resources.unified`` (:data:`KNOB_FILES`: gpu.weight,
+    gpu.priority, gpu.memory.max, dmem.max), the ``pycgpu.io/`` annotations, the hook
     entries that run ``pycgpu oci hook``, ``linux.resources.gpu`` and, unless
     @keep_devices, the render nodes of ``linux.devices`` with their allow
     rules. ``linux.cgroupsPath`` and ``process`` stay. Returns the changes;
     raises :class:`ConfigError` (with @doc untouched) for a field of the
     wrong type."""
-    from ..core.knobs import MEMORY_MAX, PRIORITY, WEIGHT
-
     check(doc)
-    changes = _drop_unified(doc, [WEIGHT, PRIORITY, MEMORY_MAX])
+    changes = _drop_unified(doc, [f for files in KNOB_FILES.values() for f in files])
     table = doc.get("annotations")
     if isinstance(table, dict):
         changes += _drop_annotations(

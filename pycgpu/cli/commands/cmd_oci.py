@@ -97,6 +97,8 @@ or MAJ:MIN; see pycgpu devices):
   --weight [DEV=]W      linux.resources.unified["gpu.weight"], 1..10000
   --priority N          linux.resources.unified["gpu.priority"], -1023..1023
   --memory-max DEV=SIZE linux.resources.unified["gpu.memory.max"]: 512M, 2G, max
+                        (a kernel with dmem: "dmem.max"; DEV:REGION=SIZE for
+                        one of a device's regions, see pycgpu check)
   --cgroups-path PATH   linux.cgroupsPath (cgroupfs driver: /parent/name)
   --hook                the knobs as pycgpu.io/gpu.* annotations plus a
                         hooks.createRuntime entry running pycgpu oci hook,
@@ -250,8 +252,9 @@ def patch(state: State, config: Path, devices: tuple[str, ...], weights: tuple[s
               help="Write the result to FILE ('-': stdout) instead of replacing CONFIG.")
 def unpatch(config: Path, keep_devices: bool, dry_run: bool, output: str | None) -> None:
     """Undo pycgpu oci patch on the runtime-spec CONFIG (a config.json, or a
-    bundle directory holding one): remove the gpu.* keys of
-    linux.resources.unified, every pycgpu.io/ annotation, the
+    bundle directory holding one): remove the knobs' keys of
+    linux.resources.unified (gpu.weight, gpu.priority, gpu.memory.max,
+    dmem.max), every pycgpu.io/ annotation, the
     hooks.createRuntime entries that run pycgpu oci hook,
     linux.resources.gpu and (unless --keep-devices) the /dev/dri/renderD*
     entries of linux.devices with their allow rules. linux.cgroupsPath and
