@@ -37,7 +37,6 @@ what it uses of :mod:`pycgpu.core` and :mod:`pycgpu.runtime`, and no more
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable, Collection, Sequence
@@ -64,20 +63,22 @@ class BadInput(HookError):
     """Malformed state or annotations (exit 2)."""
 
 
-class Refused(HookError):
-    """The host refused or lacks something (exit 1)."""
+class HostRefused(HookError):
+    """The host refused or lacks something (exit 1). (The CLI's own
+    ``Refused`` is a click exception with that exit code.)"""
 
 
 class ImageMismatch(HookError):
     """The image's GPU user space does not fit the host's drivers (exit 3)."""
 
 
-_TOO_DEEP = object()
+STDIN = "the OCI state on stdin"
 
 
 @dataclass(frozen=True)
-class State:
-    """The runtime-spec state the runtime passes on stdin."""
+class ContainerState:
+    """The runtime-spec state of the container, which the runtime passes
+    on stdin (not the CLI's global options, ``pycgpu.cli``'s ``State``)."""
 
     id: str
     pid: int | None
@@ -85,29 +86,22 @@ class State:
     annotations: dict[str, Any] | None
 
     @classmethod
-    def parse(cls, data: str | bytes) -> State:
-        """The state in @data (bytes: UTF-8); :class:`BadInput` with one
+    def parse(cls, data: str | bytes) -> ContainerState:
+        """The state in @data (bytes: UTF-8), parsed as config.json is
+        (:func:`pycgpu.core.jsontext.loads`); :class:`BadInput` with one
         line for anything else."""
-        from ..core.formats import FormatError, decode
-        from ..core.jsontext import MAX_DEPTH, depth
+        from ..core import jsontext
 
         try:
-            text = decode(data, "the OCI state on stdin") if isinstance(data, bytes) else data
-            doc = json.loads(text)
-        except FormatError as e:
-            raise BadInput(str(e)) from None
-        except json.JSONDecodeError as e:
-            raise BadInput(f"the OCI state on stdin is not JSON ({e.msg} at line {e.lineno}) "
-                           "- is this running as an OCI hook?") from None
-        except RecursionError:
-            doc = _TOO_DEEP
-        if doc is _TOO_DEEP or depth(doc) > MAX_DEPTH:
-            raise BadInput(f"the OCI state on stdin is nested deeper than {MAX_DEPTH} levels")
+            doc = jsontext.loads(data, STDIN)
+        except jsontext.NotJSON as e:
+            hint = " - is this running as an OCI hook?" if e.reason == jsontext.SYNTAX else ""
+            raise BadInput(f"{e}{hint}") from None
         if not isinstance(doc, dict):
-            raise BadInput("the OCI state on stdin is not a JSON object")
+            raise BadInput(f"{STDIN} is not a JSON object")
         cid, pid, bundle = doc.get("id"), doc.get("pid"), doc.get("bundle")
         if not isinstance(cid, str) or not cid:
-            raise BadInput("the OCI state on stdin has no container id")
+            raise BadInput(f"{STDIN} has no container id")
         if pid is not None and (not isinstance(pid, int) or isinstance(pid, bool) or pid < 0):
             raise BadInput(f"container {cid}: the state's pid {pid!r} is not a process id")
         if not isinstance(bundle, str) or not bundle:
@@ -130,7 +124,7 @@ class Outcome:
     pod_weights: list[str] = field(default_factory=list)
 
 
-def _config(state: State) -> dict[str, Any]:
+def _config(state: ContainerState) -> dict[str, Any]:
     from . import oci
 
     path = state.bundle / CONFIG
@@ -139,7 +133,7 @@ def _config(state: State) -> dict[str, Any]:
     except ConfigError as e:
         raise BadInput(f"container {state.id}: {e}") from None
     except OSError as e:
-        raise Refused(f"container {state.id}: cannot read {path}: {e.strerror}") from None
+        raise HostRefused(f"container {state.id}: cannot read {path}: {e.strerror}") from None
 
 
 def cgroup_of_pid(pid: int, mount: Path, proc_root: Path = Path("/proc")) -> Cgroup:
@@ -148,7 +142,7 @@ def cgroup_of_pid(pid: int, mount: Path, proc_root: Path = Path("/proc")) -> Cgr
     try:  # a cgroup's name is bytes: kept as they are, as os.fsdecode would
         text = path.read_bytes().decode(errors="surrogateescape")
     except OSError as e:
-        raise Refused(f"cannot read {path}: {e.strerror}") from None
+        raise HostRefused(f"cannot read {path}: {e.strerror}") from None
     for line in text.splitlines():
         hid, _, rest = line.partition(":")
         controllers, _, rel = rest.partition(":")
@@ -156,7 +150,7 @@ def cgroup_of_pid(pid: int, mount: Path, proc_root: Path = Path("/proc")) -> Cgr
             if rel.endswith(" (deleted)"):
                 break
             return Cgroup(mount, rel)
-    raise Refused(f"{path} has no cgroup v2 entry (0::/...): is the host on cgroup v1?")
+    raise HostRefused(f"{path} has no cgroup v2 entry (0::/...): is the host on cgroup v1?")
 
 
 def cgroup_of_config(config: dict[str, Any], mount: Path) -> Cgroup:
@@ -165,15 +159,15 @@ def cgroup_of_config(config: dict[str, Any], mount: Path) -> Cgroup:
     linux = config.get("linux")
     path = linux.get("cgroupsPath") if isinstance(linux, dict) else None
     if not isinstance(path, str) or not path:
-        raise Refused("the state has no pid and the config no linux.cgroupsPath: the "
+        raise HostRefused("the state has no pid and the config no linux.cgroupsPath: the "
                       "container's cgroup is unknown")
     if ":" in path:
-        raise Refused(f"linux.cgroupsPath {path!r} is a systemd unit path: the hook needs the "
+        raise HostRefused(f"linux.cgroupsPath {path!r} is a systemd unit path: the hook needs the "
                       "state's pid to find the cgroup")
     return Cgroup(mount, path)
 
 
-def container_cgroup(state: State, mount: Path, proc_root: Path,
+def container_cgroup(state: ContainerState, mount: Path, proc_root: Path,
                      config: Callable[[], dict[str, Any]]) -> Cgroup:
     try:
         if state.pid is not None:
@@ -181,11 +175,11 @@ def container_cgroup(state: State, mount: Path, proc_root: Path,
         else:
             cg = cgroup_of_config(config(), mount)
     except ValueError as e:  # '..' in a path
-        raise Refused(str(e)) from None
+        raise HostRefused(str(e)) from None
     if cg.is_root:
-        raise Refused("the container runs in the root cgroup, which has no gpu.* files")
+        raise HostRefused("the container runs in the root cgroup, which has no gpu.* files")
     if not cg.exists():
-        raise Refused(f"the container's cgroup {cg.path} does not exist")
+        raise HostRefused(f"the container's cgroup {cg.path} does not exist")
     return cg
 
 
@@ -203,7 +197,7 @@ def container_devts(config: dict[str, Any]) -> set[Any]:
     return out
 
 
-def rootfs_of(state: State, config: dict[str, Any]) -> Path:
+def rootfs_of(state: ContainerState, config: dict[str, Any]) -> Path:
     root = config.get("root")
     path = root.get("path") if isinstance(root, dict) else None
     if not isinstance(path, str) or not path:
@@ -234,7 +228,7 @@ def run(
     from ..core import knobs, locks
     from . import imagecheck, kubepods
 
-    state = State.parse(text)
+    state = ContainerState.parse(text)
     cached: dict[str, dict[str, Any]] = {}
 
     def config() -> dict[str, Any]:
@@ -261,7 +255,7 @@ def run(
     if request.image_check != ann.OFF:
         rootfs = rootfs_of(state, config())
         if not rootfs.is_dir():
-            raise Refused(f"container {state.id}: its root file system {rootfs} is not a "
+            raise HostRefused(f"container {state.id}: its root file system {rootfs} is not a "
                           "directory")
         assert image_host is not None
         report = imagecheck.check(rootfs, image_host(), container_devts(config()))
@@ -290,7 +284,7 @@ def run(
     except knobs.InvalidRequest as e:
         raise BadInput(f"container {state.id}: {e}") from None
     except CgroupError as e:
-        raise Refused(f"container {state.id}: {e.strerror or e}") from None
+        raise HostRefused(f"container {state.id}: {e.strerror or e}") from None
     outcome.writes = plan.steps()
     if request.share_ids:
         try:
@@ -311,7 +305,7 @@ def _memory(mount: Path, sysfs_root: Path, dev_root: Path) -> Any:
     try:
         return detect(mount, discover(sysfs_root, dev_root))
     except CgroupError as e:
-        raise Refused(f"reading the GPU memory regions: {e.strerror or e}") from None
+        raise HostRefused(f"reading the GPU memory regions: {e.strerror or e}") from None
 
 
 def execute(data: bytes, *, allow: Collection[str], allow_list: Path, mount: Callable[[], Path],

@@ -74,9 +74,9 @@ def test_the_hook_on_a_config_it_cannot_take(cli, bundle, data, why):
 
 @pytest.mark.parametrize("data, why", [
     (b'{"id": "caf\xe9"}', "the OCI state on stdin: not UTF-8 text (byte 0xe9 at offset 11)"),
-    (b"[" * 5000 + b"]" * 5000, "the OCI state on stdin is nested deeper than 100 levels"),
+    (b"[" * 5000 + b"]" * 5000, "the OCI state on stdin: nested deeper than 100 levels"),
     (b'{"id": "c1", "x": ' + b"[" * 500 + b"]" * 500 + b"}",
-     "the OCI state on stdin is nested deeper than 100 levels"),
+     "the OCI state on stdin: nested deeper than 100 levels"),
 ])
 def test_the_hook_on_a_state_it_cannot_take(cli, data, why):
     r = run(cli, ["oci", "hook"], data)

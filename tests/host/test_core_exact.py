@@ -393,8 +393,8 @@ def _state(**fields) -> str:
 
 
 @pytest.mark.parametrize("text, message", [
-    ("{", "the OCI state on stdin is not JSON (Expecting property name enclosed in double "
-          "quotes at line 1) - is this running as an OCI hook?"),
+    ("{", "the OCI state on stdin:1:2: not valid JSON: Expecting property name enclosed in "
+          "double quotes - is this running as an OCI hook?"),
     ("[]", "the OCI state on stdin is not a JSON object"),
     (_state(id=5), "the OCI state on stdin has no container id"),
     (_state(id=""), "the OCI state on stdin has no container id"),
@@ -409,7 +409,7 @@ def test_a_bad_state_says_what_is_wrong(text, message):
     from pycgpu.runtime import hook
 
     with pytest.raises(hook.BadInput) as info:
-        hook.State.parse(text)
+        hook.ContainerState.parse(text)
     assert str(info.value) == message
 
 
@@ -417,15 +417,15 @@ def test_a_state_parses_from_text_or_bytes():
     from pycgpu.core.jsontext import MAX_DEPTH
     from pycgpu.runtime import hook
 
-    state = hook.State.parse(_state(pid=0, annotations={"a": "b"}).encode())
-    assert state == hook.State("c1", None, Path("/run/b"), {"a": "b"})
-    assert hook.State.parse(_state()).pid == 42
+    state = hook.ContainerState.parse(_state(pid=0, annotations={"a": "b"}).encode())
+    assert state == hook.ContainerState("c1", None, Path("/run/b"), {"a": "b"})
+    assert hook.ContainerState.parse(_state()).pid == 42
     nested: object = 1
     for _ in range(MAX_DEPTH - 1):  # the state's object and MAX_DEPTH - 1 lists
         nested = [nested]
-    assert hook.State.parse(_state(x=nested)).id == "c1"  # as deep as allowed
+    assert hook.ContainerState.parse(_state(x=nested)).id == "c1"  # as deep as allowed
     with pytest.raises(hook.BadInput, match=f"nested deeper than {MAX_DEPTH} levels"):
-        hook.State.parse(_state(x=[nested]))
+        hook.ContainerState.parse(_state(x=[nested]))
 
 
 # the hook's pod bookkeeping ---------------------------------------------------------

@@ -184,7 +184,7 @@ def test_a_host_without_the_gpu_controller(cli, ctr):
 
 
 @pytest.mark.parametrize("text,why", [
-    ("", "the OCI state on stdin is not JSON"),
+    ("", "the OCI state on stdin:1:1: not valid JSON: Expecting value - is this running"),
     ("[1]", "the OCI state on stdin is not a JSON object"),
     ('{"pid": 1, "bundle": "/b"}', "the OCI state on stdin has no container id"),
     ('{"id": "c1", "pid": "1", "bundle": "/b"}', "container c1: the state's pid '1' is not"),
