@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +29,19 @@ def read_group(dirpath: str, name: str, present: set[str],
     """The show/v1 item of the group at @dirpath whose interface files
     include @present, memory by the region keys of @regions; raises
     CgroupError naming a file that does not parse."""
-    files = model.read_group(dirpath, name, present)
+    return _item(dirpath, model.read_group(dirpath, name, present), regions)
+
+
+def _item(dirpath: str, files: model.GroupFiles, regions: Interface | None) -> dict[str, Any]:
     if files.errors:
         fname, e = files.errors[0]
         path = os.path.join(dirpath, fname)
         raise CgroupError(errno.EINVAL, f"{path}: {e}", READ, path)
     return model.show_item(files, regions)
+
+
+class _Gone(Exception):
+    """The group went away while the walk read it."""
 
 
 def _scan(dirpath: str) -> tuple[set[str], list[str]]:
@@ -46,23 +53,64 @@ def _scan(dirpath: str) -> tuple[set[str], list[str]]:
                     dirs.append(entry.name)
                 elif entry.name.startswith(("gpu.", "dmem.")):
                     files.add(entry.name)
+    except (FileNotFoundError, NotADirectoryError):
+        raise _Gone from None
     except OSError as e:
-        raise CgroupError(e.errno or 0, f"reading {dirpath}: {e.strerror}") from None
+        raise CgroupError(e.errno or 0, f"reading {dirpath}: {e.strerror}", READ,
+                          dirpath) from None
     dirs.sort()
     return files, dirs
 
 
+def _group(dirpath: str, name: str, present: set[str],
+           regions: Interface | None) -> dict[str, Any]:
+    """:func:`read_group`, or :class:`_Gone` when files the listing showed
+    are missing because the group itself went away."""
+    files = model.read_group(dirpath, name, present)
+    if files.present != present & model.FILE.keys() and not os.path.isdir(dirpath):
+        raise _Gone
+    return _item(dirpath, files, regions)
+
+
+Skipped = Callable[[str], None]
+"""Told why a group of a recursive walk was left out (a message naming it)."""
+
+
 def walk(mount: Path, relpath: str, recursive: bool = False,
-         regions: Interface | None = None) -> Iterator[dict[str, Any]]:
+         regions: Interface | None = None,
+         skipped: Skipped | None = None) -> Iterator[dict[str, Any]]:
     """show/v1 items of the group @relpath under @mount and, with
     @recursive, of all its descendants (pre-order, children by name);
-    memory by the region keys of @regions."""
+    memory by the region keys of @regions.
+
+    A tree where groups come and go: a descendant that went away during the
+    walk is left out, as it is no longer there. With @skipped, a descendant
+    whose files cannot be read or do not parse is left out too, and
+    @skipped is told why (its children are still walked, where it could be
+    listed); without, that is a :class:`CgroupError`, as it always is for
+    the group @relpath itself."""
     rel = relpath.strip("/")
-    stack = [(os.path.join(str(mount), rel) if rel else str(mount), "/" + rel)]
+    top = os.path.join(str(mount), rel) if rel else str(mount)
+    stack = [(top, "/" + rel)]
     while stack:
         dirpath, name = stack.pop()
-        files, dirs = _scan(dirpath)
-        yield read_group(dirpath, name, files, regions)
+        descendant = dirpath != top
+        dirs: list[str] = []
+        try:
+            files, dirs = _scan(dirpath)
+            item = _group(dirpath, name, files, regions)
+        except _Gone:
+            if not descendant:
+                raise CgroupError(errno.ENOENT, f"reading {dirpath}: the group went away",
+                                  READ, dirpath) from None
+            continue
+        except CgroupError as e:
+            if not descendant or skipped is None:
+                raise
+            skipped(f"{e.strerror or e}; {name} skipped")
+            item = None
+        if item is not None:
+            yield item
         if recursive:
             prefix = name.rstrip("/") + "/"
             stack.extend((os.path.join(dirpath, d), prefix + d) for d in reversed(dirs))
@@ -78,7 +126,10 @@ def add_capped_by(mount: Path, items: list[dict[str, Any]]) -> None:
         own, eff = item.get("priority"), item.get("priority_effective")
         if own is None or eff is None or eff >= own:
             continue
-        cap = ceiling(Cgroup(mount, item["path"]))
+        try:
+            cap = ceiling(Cgroup(mount, item["path"]))
+        except CgroupError:  # an ancestor went away or does not parse: no note
+            continue
         if cap is not None:
             item["priority_capped_by"] = cap[1].name
 

@@ -65,7 +65,7 @@ def test_set_with_a_malformed_knob_file_changes_nothing(cli):
 
 
 @pytest.mark.parametrize("command, tail", [
-    (["show", "a"], ""), (["show", "-r", "--json"], ""),
+    (["show", "a"], ""), (["show", "-r", "--json", "a"], ""),
     (["set", "a", "--weight", "5"], "; nothing was changed")])
 def test_non_utf8_file_content_is_one_line(cli, command, tail):
     """The exact line: a file pycgpu could not read gets no hint about

@@ -87,7 +87,9 @@ def show(state: State, path: str, recursive: bool, as_json: bool) -> None:
     for example) are left out. Devices are named by their render node with
     MAJ:MIN beside, renderD128 (226:128); sizes are shown as 512M/1536M
     where exact, else rounded to one decimal (976.6K). The JSON has numbers
-    (bytes, microseconds), null for max, and devices keyed MAJ:MIN.
+    (bytes, microseconds), null for max, and devices keyed MAJ:MIN. With -r,
+    a group below PATH whose files cannot be read or parsed is left out with
+    a warning on stderr, and one removed during the walk is left out quietly.
 
     \b
     Examples:
@@ -102,7 +104,10 @@ def show(state: State, path: str, recursive: bool, as_json: bool) -> None:
         raise BadValue(f"cgroup {cg.name} does not exist")
     regions = state.memory()
     with translated(path):
-        items = list(snapshot.walk(state.mount, cg.name, recursive, regions))
+        # a descendant that cannot be read or parsed is left out with a
+        # warning (as stat does); one that went away, quietly
+        items = list(snapshot.walk(state.mount, cg.name, recursive, regions,
+                                   skipped=lambda why: click.echo(f"warning: {why}", err=True)))
         snapshot.add_capped_by(state.mount, items)
     if as_json:
         import json
