@@ -21,7 +21,11 @@ device's ``MAJ:MIN`` (``226:128``) when the region is the device's only one
 (every device under gpu.memory.*; most under dmem: the core's ``system``,
 amdgpu's ``vram``), ``MAJ:MIN:REGION`` (``226:128:vram0``) when the device
 has several, dmem's own name for a region no render node owns. So a
-device with one region reads and is set alike on both kernels. Users type a
+device with one region reads and is set alike on both kernels. A region
+that ``dmem.capacity`` gives as 0 holds nothing and is not counted among
+its device's (:func:`holds_memory`): xe's 8G ``vram0`` beside an empty
+region is the device's only region, as the device plugin
+(:mod:`pycgpu.k8s.shares`) sizes it. Users type a
 device as everywhere (``renderD128``, ``card0``, a PCI address,
 ``226:128``), with ``:REGION`` for one of several regions
 (``renderD128:vram0``), or dmem's name of a region.
@@ -46,6 +50,16 @@ V = TypeVar("V")
 
 # a region's name after its device: dmem's regions are drm/<parent>/<name>
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+
+
+def holds_memory(capacity: int | None) -> bool:
+    """Whether a region of this capacity counts among its device's regions:
+    all but those ``dmem.capacity`` gives as 0, which can hold nothing (None:
+    unknown, as under gpu.memory.*). The one rule of what a device's regions
+    are, for naming them (a device's only region takes the device's key),
+    for resolving a device to its region, and for the device plugin's
+    shares."""
+    return capacity != 0
 
 
 class RegionError(Error, LookupError):
@@ -103,7 +117,13 @@ class Interface:
         return out
 
     def of_device(self, dev: DevT) -> list[Region]:
+        """Every region of @dev, empty ones included (they can be named)."""
         return [r for r in self.regions if r.dev == dev]
+
+    def regions_of(self, dev: DevT) -> list[Region]:
+        """The regions of @dev that count (:func:`holds_memory`): one is
+        the device's only region, several need a name."""
+        return [r for r in self.of_device(dev) if holds_memory(r.capacity)]
 
     def resolve(self, text: str, resolve_device: Callable[[str], DevT]) -> Region:
         """The region a user names: a device (its only region), DEVICE:REGION,
@@ -129,7 +149,7 @@ class Interface:
                           f"{self._listing(dev)}")
 
     def _only_region(self, dev: DevT, text: str) -> Region:
-        regions = self.of_device(dev)
+        regions = self.regions_of(dev)
         if len(regions) == 1:
             return regions[0]
         if not regions:
@@ -192,13 +212,15 @@ def _dmem_regions(capacity: Mapping[str, int | None],
         dev = owner.get(parent) if bus == "drm" and _NAME.fullmatch(name) else None
         parsed.append((kernel_key, dev, name if dev else None, size))
     count: dict[DevT, int] = {}
-    for _, dev, _, _ in parsed:
-        if dev is not None:
+    for _, dev, _, size in parsed:
+        if dev is not None and holds_memory(size):
             count[dev] = count.get(dev, 0) + 1
     out = []
     for kernel_key, dev, region, size in parsed:
-        # one region: the device's key; several: DEV:REGION; no render node: dmem's name
-        key = kernel_key if dev is None else str(dev) if count[dev] == 1 else f"{dev}:{region}"
+        # one region: the device's key; several (or an empty one): DEV:REGION;
+        # no render node: dmem's name
+        key = (kernel_key if dev is None else
+               str(dev) if holds_memory(size) and count[dev] == 1 else f"{dev}:{region}")
         out.append(Region(key, kernel_key, dev, region, size, DMEM))
     return tuple(sorted(out, key=lambda r: (r.dev is None, r.dev or DevT(0, 0), r.key)))
 

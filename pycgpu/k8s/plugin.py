@@ -39,7 +39,7 @@ from typing import Any
 
 import grpc
 
-from ..core.cgroup import CONTROLLER, Cgroup, CgroupError
+from ..core.cgroup import CgroupError
 from ..core.devices import Device
 from ..core.errors import Error
 from ..core.memory import Interface, detect
@@ -120,8 +120,7 @@ class DevicePlugin:
         weights = self._weights()
         inv = sh.build(devices, self.config, self.sysfs_root, self._memory(devices), weights)
         if not weights:
-            self._say("no gpu controller in the host's cgroup tree: shares carry GPU memory "
-                      "limits only, no gpu.weight")
+            self._say(sh.NO_WEIGHTS)
         for warning in inv.warnings:
             self._say(warning)
         # the spec first: a GPU's shares are advertised once its CDI device exists
@@ -143,17 +142,8 @@ class DevicePlugin:
                  + (f" (gone: {', '.join(gone)})" if gone else ""))
 
     def _weights(self) -> bool:
-        """False only on a host's cgroup2 root (it has dmem.capacity, which
-        a cgroup namespace's root has not) whose kernel has dmem and no gpu
-        controller: there a weight annotation would make the hook refuse
-        the container."""
-        root = self.cgroup_root
-        if root is None or not (root / "dmem.capacity").exists():
-            return True
-        try:
-            return CONTROLLER in Cgroup(root).controllers()
-        except CgroupError:
-            return True
+        """Whether shares carry a weight (:func:`pycgpu.k8s.shares.weights_apply`)."""
+        return sh.weights_apply(self.cgroup_root)
 
     def _memory(self, devices: list[Device]) -> Interface | None:
         """The kernel's memory regions and their capacities, when the host's

@@ -57,6 +57,28 @@ VRAM_FILE = "mem_info_vram_total"  # amdgpu, under the render node's device/
 _ID = re.compile(r"(renderD\d+)-s(\d+)")
 
 
+# said by the plugin and by inventory where weights_apply() is False
+NO_WEIGHTS = ("no gpu controller in the host's cgroup tree: shares carry GPU memory limits "
+              "only, no gpu.weight")
+
+
+def weights_apply(cgroup_root: Path | None) -> bool:
+    """Whether shares carry a weight: False only on a host's cgroup2 root
+    @cgroup_root (it has dmem.capacity, which a cgroup namespace's root has
+    not) whose kernel has dmem and no gpu controller, where a weight
+    annotation would make the hook refuse the container; True where it
+    cannot tell (None: no cgroup tree given). The one rule of the plugin's
+    Allocate and of what ``inventory`` shows."""
+    from ..core.cgroup import CONTROLLER, Cgroup, CgroupError
+
+    if cgroup_root is None or not (cgroup_root / "dmem.capacity").exists():
+        return True
+    try:
+        return CONTROLLER in Cgroup(cgroup_root).controllers()
+    except CgroupError:
+        return True
+
+
 class ShareError(Error, ValueError):
     """A request the plugin cannot answer (unknown device ID, bad config)."""
 
@@ -243,6 +265,13 @@ class Inventory:
     def device_ids(self) -> list[str]:
         return [i for g in self.gpus.values() for i in g.ids()]
 
+    def weight(self, gpu: str, k: int) -> int | None:
+        """The gpu.weight of @k shares of the GPU named @gpu; None where
+        shares carry no weight (:attr:`weights`)."""
+        if not self.weights:
+            return None
+        return self.gpus[gpu].weight(k, self.config.weight_per_share)
+
     def fingerprint(self) -> tuple[tuple[str, int, int | None,
                                          tuple[tuple[str, int], ...]], ...]:
         return tuple((g.name, g.shares, g.memory, g.regions) for g in self.gpus.values())
@@ -280,13 +309,16 @@ def _resolve_keys(keys: Iterable[str], devices: list[Device], what: str,
 
 def _dmem_sizes(memory: Interface | None, dev: Device) -> tuple[tuple[str, int], ...]:
     """@dev's regions in dmem.capacity with their sizes (its only region:
-    one entry, named "")."""
+    one entry, named ""): the regions the hook counts as the device's
+    (:meth:`pycgpu.core.memory.Interface.regions_of`), so that a limit
+    names a region as the hook resolves it."""
     if memory is None:
         return ()
-    regions = [r for r in memory.of_device(dev.devt) if r.capacity]
+    regions = memory.regions_of(dev.devt)
     if len(regions) == 1:
-        return (("", regions[0].capacity or 0),)
-    return tuple((r.name or r.key, r.capacity or 0) for r in regions)
+        size = regions[0].capacity
+        return (("", size),) if size else ()
+    return tuple((r.name or r.key, r.capacity) for r in regions if r.capacity)
 
 
 def build(devices: list[Device], config: Config, sysfs_root: Path = Path("/sys"),
@@ -308,7 +340,7 @@ def build(devices: list[Device], config: Config, sysfs_root: Path = Path("/sys")
         n = n_of.get(dev.name, config.shares)
         sizes = _dmem_sizes(memory, dev)
         regions: tuple[tuple[str, int], ...] = ()
-        if len(sizes) > 1:  # one limit per region: a device size cannot say which
+        if any(name for name, _ in sizes):  # a limit per region: a device size cannot say which
             if dev.name in mem_of:
                 inv.warnings.append(
                     f"{config.names.device_memory} {dev.name}: it has several memory regions "
@@ -395,10 +427,10 @@ def grant(inv: Inventory, device_ids: Iterable[str]) -> Grant:
     if not ids:
         raise ShareError("an Allocate request without device IDs")
     counts = inv.count(ids)
-    weights = [f"{name}={inv.gpus[name].weight(k, inv.config.weight_per_share)}"
-               for name, k in counts.items()]
+    weights = [f"{name}={w}" for name, k in counts.items()
+               if (w := inv.weight(name, k)) is not None]
     limits = [text for name, k in counts.items() for text in inv.gpus[name].memory_limits(k)]
-    annotations = {ann.WEIGHT: ",".join(weights)} if inv.weights else {}
+    annotations = {ann.WEIGHT: ",".join(weights)} if weights else {}
     if limits:
         annotations[ann.MEMORY_MAX] = ",".join(limits)
     # for the exporter's pod labels: the hook records them on the cgroup,

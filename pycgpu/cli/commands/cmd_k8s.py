@@ -24,7 +24,7 @@ class InventoryRow(TypedDict):
     devt: str
     shares: int
     ids: list[str]
-    weight_per_share: int
+    weight_per_share: int | None  # None: shares carry no weight (no gpu controller)
     memory_bytes: int | None
     memory_from: str | None
     memory_per_share_bytes: int | None
@@ -43,6 +43,7 @@ SHARES_EPILOG = """
 What a container with k shares of a GPU split in N gets (Allocate):
   cdi_devices   pycgpu.io/gpu=renderD128   (node, allow rule, createRuntime hook)
   annotations   pycgpu.io/gpu.weight: renderD128=W      W = k x weight-per-share
+                (none on a kernel with dmem and no gpu controller)
                 pycgpu.io/gpu.memory.max: renderD128=M  M = memory size x k / N
 The memory size: --device-memory DEV=SIZE, else the region's size in
 dmem.capacity (a kernel with dmem), else what the driver reports in sysfs
@@ -121,14 +122,20 @@ def inventory(state: State, shares: tuple[str, ...], weight_per_share: int,
         regions = None
         warnings.append(f"no memory region sizes ({e.message}): sizes from sysfs and the "
                         f"options only")
-    inv = sh.build(state.devices(), config, state.sysfs_root, regions)
+    try:  # the plugin's rule: no weight on a dmem kernel without the gpu controller
+        root: Path | None = state.mount
+    except click.ClickException:
+        root = None
+    inv = sh.build(state.devices(), config, state.sysfs_root, regions, sh.weights_apply(root))
     warnings += inv.warnings
+    if not inv.weights:
+        warnings.append(sh.NO_WEIGHTS)
     for w in warnings:
         click.echo(f"pycgpu k8s: {w}", err=True)
     rows: list[InventoryRow] = [
         {"device": g.name, "devt": str(g.device.devt), "shares": g.shares,
          "ids": [g.ids()[0], g.ids()[-1]] if g.shares > 1 else g.ids(),
-         "weight_per_share": g.weight(1, config.weight_per_share),
+         "weight_per_share": inv.weight(g.name, 1),
          "memory_bytes": g.memory, "memory_from": g.memory_from or None,
          "memory_per_share_bytes": g.memory_max(1),
          "memory_regions": [{"region": name, "bytes": size, "per_share_bytes": g.part(size, 1)}
@@ -154,8 +161,9 @@ def inventory(state: State, shares: tuple[str, ...], weight_per_share: int,
                    f"{formats.format_size_human(r['memory_bytes'] or 0)} ({r['memory_from']})")
         else:
             mem = "no limit"
+        weight = r["weight_per_share"]
         cells.append([r["device"], str(r["shares"]), " .. ".join(r["ids"]),
-                      str(r["weight_per_share"]), mem])
+                      "none" if weight is None else str(weight), mem])
     echo(table(["DEVICE", "SHARES", "IDS", "WEIGHT/SHARE", "MEMORY/SHARE"], cells,
                left={"DEVICE", "IDS", "MEMORY/SHARE"}))
 
