@@ -97,9 +97,10 @@ def parse_id(text: str) -> tuple[str, int]:
 
 
 @dataclass(frozen=True)
-class Names:
-    """What the settings are called in messages: by default in words; the
-    CLI gives its options' names."""
+class ConfigNames:
+    """What the settings of a :class:`Config` are called in messages: by
+    default in words; the CLI gives its options' names. (The knobs' are
+    :class:`pycgpu.core.knobs.Names`.)"""
 
     shares: str = "shares"
     weight_per_share: str = "weight per share"
@@ -118,10 +119,10 @@ class Config:
     device_shares: Mapping[str, int] = field(default_factory=dict)
     device_memory: Mapping[str, int] = field(default_factory=dict)
     only: tuple[str, ...] = ()
-    names: Names = field(default=Names(), compare=False)
+    names: ConfigNames = field(default=ConfigNames(), compare=False)
 
 
-def _check_shares(n: int, weight_per_share: int, what: str, names: Names) -> int:
+def _check_shares(n: int, weight_per_share: int, what: str, names: ConfigNames) -> int:
     if not 1 <= n <= SHARES_MAX:
         raise ShareError(f"{what}: {n} shares is out of range [1, {SHARES_MAX}]")
     if n * weight_per_share > formats.WEIGHT_MAX:
@@ -149,7 +150,8 @@ def _size(text: str, what: str) -> int:
 
 
 def parse_config(shares: Iterable[str], weight_per_share: int, memory: Iterable[str],
-                 only: Iterable[str] = (), names: Names = Names()) -> tuple[Config, list[str]]:
+                 only: Iterable[str] = (),
+                 names: ConfigNames = ConfigNames()) -> tuple[Config, list[str]]:
     """The config from the texts of the settings (shares ``N`` / ``DEV=N``,
     device memory ``SIZE`` / ``DEV=SIZE``), and the warnings for the
     per-device entries left out; messages call the settings as @names

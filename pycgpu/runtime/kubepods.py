@@ -40,9 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -191,21 +189,14 @@ def _set_weights(cg: Cgroup, asked: Asked) -> None:
             del asked.devices[dev]
 
 
-@contextlib.contextmanager
-def _locked(cg: Cgroup) -> Iterator[None]:
-    """An exclusive flock on the kubelet's root cgroup above @cg."""
+def _locked(cg: Cgroup) -> contextlib.AbstractContextManager[None]:
+    """An exclusive flock on the kubelet's root cgroup above @cg (the lock
+    :func:`pycgpu.core.locks.tree_lock` takes on a directory)."""
+    from ..core import locks
+
     top = _kube_root(cg)
     assert top is not None
-    root = Cgroup(cg.mount, os.path.join(*cg.relpath.parts[:top]))
-    try:
-        fd = os.open(root.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as e:
-        raise CgroupError(e.errno or 0, f"{root.path}: {e.strerror}") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # drops the lock
+    return locks.tree_lock(Cgroup(cg.mount, os.path.join(*cg.relpath.parts[:top])).path)
 
 
 def apply(cg: Cgroup, asked: Asked) -> list[tuple[Cgroup, Asked]]:

@@ -411,7 +411,7 @@ def test_bad_defaults_raise(shares, weight, memory, message):
 
 
 def test_messages_call_the_settings_as_the_caller_names_them():
-    cli_names = sh.Names("--shares", "--weight-per-share", "--device-memory", "--device")
+    cli_names = sh.ConfigNames("--shares", "--weight-per-share", "--device-memory", "--device")
     with pytest.raises(sh.ShareError) as info:
         sh.parse_config(["20"], 1000, [], names=cli_names)
     assert str(info.value) == ("--shares '20': 20 shares x weight 1000 per share = 20000 "

@@ -68,11 +68,11 @@ def share_options(f: Any) -> Any:
 
 def make_config(shares: tuple[str, ...], weight_per_share: int, memory: tuple[str, ...],
                 only: tuple[str, ...]) -> tuple[Config, list[str]]:
-    from ...k8s.shares import Names, ShareError, parse_config
+    from ...k8s.shares import ConfigNames, ShareError, parse_config
 
     try:
         return parse_config(shares, weight_per_share, memory, only,
-                            Names("--shares", "--weight-per-share", "--device-memory",
+                            ConfigNames("--shares", "--weight-per-share", "--device-memory",
                                   "--device"))
     except ShareError as e:
         raise BadValue(str(e)) from None
