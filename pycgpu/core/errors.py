@@ -11,6 +11,7 @@ module's constants, lets a caller (the CLI) add the advice that fits it.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Mapping
 
 
@@ -27,3 +28,25 @@ class Error(Exception):
         self.reason = reason
         self.details = details
         return self
+
+
+class FileError(Error, OSError):
+    """A file the library cannot read or write (a config.json, a CDI spec,
+    an attribute of a cgroup's directory): ``errno``, ``strerror`` and
+    ``filename`` as the :class:`OSError` it stands for."""
+
+
+class FileMissing(FileError, FileNotFoundError):
+    """A file, or a directory on its path, that does not exist (ENOENT)."""
+
+
+def file_error(e: OSError) -> FileError:
+    """@e as a library error, with its errno, strerror and file names:
+    :class:`FileMissing` for ENOENT, else :class:`FileError` (@e itself
+    when it is one already)."""
+    if isinstance(e, FileError):
+        return e
+    cls = FileMissing if e.errno == errno.ENOENT else FileError
+    if e.errno is None:
+        return cls(*e.args)
+    return cls(e.errno, e.strerror, e.filename, None, e.filename2)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..core.errors import Error
 from .oci import CONTAINER_DRI, DEVICE_ACCESS, HookCommand
 
 if TYPE_CHECKING:
@@ -24,6 +25,10 @@ if TYPE_CHECKING:
 CDI_VERSION = "0.5.0"
 KIND = "pycgpu.io/gpu"
 ALL = "all"
+
+
+class SpecError(Error, ValueError):
+    """A spec that cannot be written (CDI has no spec without devices)."""
 
 
 def device_node(dev: Device) -> dict[str, Any]:
@@ -40,9 +45,10 @@ def device_node(dev: Device) -> dict[str, Any]:
 def spec(devices: list[Device], hook: HookCommand | None = None) -> dict[str, Any]:
     """The CDI spec for @devices (render nodes, in order), with the
     createRuntime @hook in the spec-wide edits (applied to every container
-    that gets one of these devices) when given."""
+    that gets one of these devices) when given. :class:`SpecError`
+    without devices."""
     if not devices:
-        raise ValueError("no render nodes to describe")
+        raise SpecError("no render nodes to describe")
     entries = [{"name": d.name, "containerEdits": {"deviceNodes": [device_node(d)]}}
                for d in devices]
     entries.append({"name": ALL,

@@ -46,6 +46,7 @@ from pathlib import Path
 
 from ..core import formats
 from ..core.cgroup import Cgroup, CgroupError
+from ..core.errors import file_error
 from ..core.formats import DevT
 from ..core.knobs import PartialUndo
 
@@ -252,6 +253,11 @@ def share_ids_of(cgroup_dir: str | Path) -> tuple[str, ...]:
 
 
 def record_share_ids(cgroup_dir: str | Path, share_ids: tuple[str, ...]) -> None:
-    """Record @share_ids on the cgroup directory (OSError when the file
-    system keeps no user extended attributes: cgroup2 does since Linux 5.7)."""
-    os.setxattr(cgroup_dir, SHARE_IDS_XATTR, ",".join(share_ids).encode())
+    """Record @share_ids on the cgroup directory
+    (:class:`pycgpu.core.errors.FileError`, an OSError, when it is gone or
+    its file system keeps no user extended attributes: cgroup2 does since
+    Linux 5.7)."""
+    try:
+        os.setxattr(cgroup_dir, SHARE_IDS_XATTR, ",".join(share_ids).encode())
+    except OSError as e:
+        raise file_error(e) from None

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core import formats
-from ..core.errors import Error
+from ..core.errors import Error, file_error
 from ..core.knobs import InvalidRequest, Settings
 from . import annotations as ann  # not `annotations`: the __future__ import binds that name
 
@@ -154,8 +154,14 @@ def parse(data: str | bytes, source: str = CONFIG) -> Config:
 
 
 def load(path: Path) -> Config:
-    """Read and parse @path (OSError if it cannot be read)."""
-    config = parse(Path(path).read_bytes(), str(path))
+    """Read and parse @path (:class:`pycgpu.core.errors.FileError`, an
+    OSError, if it cannot be read: :class:`~pycgpu.core.errors.FileMissing`,
+    a FileNotFoundError, if it does not exist)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise file_error(e) from None
+    config = parse(data, str(path))
     config.path = Path(path)
     return config
 
@@ -178,7 +184,16 @@ def atomic_write(path: Path, text: str) -> None:
     written, fsync'ed and given the mode (and, where permitted, the owner)
     of the file it replaces, then renamed over it. A symlink is followed: its
     target is replaced. On any error the original stays as it was and the
-    temporary file is removed."""
+    temporary file is removed; the error is a
+    :class:`pycgpu.core.errors.FileError` (an OSError; FileMissing, a
+    FileNotFoundError, when the directory does not exist)."""
+    try:
+        _atomic_write(path, text)
+    except OSError as e:
+        raise file_error(e) from None
+
+
+def _atomic_write(path: Path, text: str) -> None:
     target = Path(os.path.realpath(path))
     try:
         st = os.stat(target)
@@ -228,8 +243,12 @@ class DeviceNode:
     @classmethod
     def from_device(cls, dev: Device) -> DeviceNode:
         """The node of @dev with the mode and owner of the host's node
-        (OSError if the host node cannot be stat'ed)."""
-        st = os.stat(dev.render_node)
+        (:class:`pycgpu.core.errors.FileError` if the host node cannot be
+        stat'ed)."""
+        try:
+            st = os.stat(dev.render_node)
+        except OSError as e:
+            raise file_error(e) from None
         return cls(f"{CONTAINER_DRI}/{dev.name}", dev.devt.major, dev.devt.minor,
                    stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid)
 

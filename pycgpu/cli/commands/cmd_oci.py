@@ -3,6 +3,7 @@ createRuntime hook that applies ``pycgpu.io/gpu.*`` annotations."""
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -299,11 +300,11 @@ def _load(path: Path) -> Config:
 
     try:
         return ocimod.load(path)
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        raise BadValue(f"{path} does not exist (create one: pycgpu oci generate)") from None
     except ocimod.ConfigError as e:
         raise BadValue(advised(e)) from None
     except OSError as e:
+        if e.errno in (errno.ENOENT, errno.EISDIR, errno.ENOTDIR):
+            raise BadValue(f"{path} does not exist (create one: pycgpu oci generate)") from None
         raise Refused(f"{path}: {e.strerror}") from None
 
 
