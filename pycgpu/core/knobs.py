@@ -6,10 +6,11 @@ exists or not, the controller is available, the files of every knob exist)
 and return a :class:`Plan`: the directories to create, the
 ``cgroup.subtree_control`` files to enable ``gpu`` in, and the writes, in
 order. :func:`apply` carries a plan out; when the kernel refuses a step, or
-anything else goes wrong (SIGINT and SIGTERM included: they stop the plan
-between two steps), it undoes what it did (restores each written key's
-previous value, removes the groups it created, disables ``gpu`` where it
-enabled it, unless groups came to depend on it since the plan) and raises
+anything else goes wrong (SIGINT, SIGTERM and the other signals that would
+end the process included: they stop the plan between two steps), it undoes
+what it did (restores each written key's previous value, removes the groups
+it created, disables ``gpu`` where it enabled it, unless groups came to
+depend on it since the plan) and raises
 :class:`ApplyError`. Across processes, the caller holds
 :func:`pycgpu.core.locks.tree_lock` from the plan to the end of the apply. A dry
 run prints :meth:`Plan.steps` instead.
@@ -475,21 +476,25 @@ def plan_create(cg: Cgroup, settings: Settings, exist_ok: bool = False,
     return plan
 
 
-def apply(plan: Plan, then: Callable[[], object] | None = None) -> None:
+def apply(plan: Plan, then: Callable[[], object] | None = None,
+          late: Callable[[int], None] | None = None) -> None:
     """Carry out @plan, all or nothing (see the module docstring); @then, if
     given, runs last as part of it and undoes its own changes when it fails.
 
     Any exception undoes the steps done so far: a :class:`CgroupError` or a
     file that does not parse becomes :class:`ApplyError` (an
-    :class:`Unavailable` fully undone stays itself), and so does SIGINT or
-    SIGTERM, which stop the plan between two steps
-    (:mod:`pycgpu.core.interrupts`: the cause is :class:`Interrupted`); anything
-    else (a bug) is raised again as it is once undone. Callers that may run
-    at the same time as other pycgpu processes hold
+    :class:`Unavailable` fully undone stays itself), and so does a signal
+    that would end the process (SIGINT, SIGTERM, SIGHUP, ...:
+    :data:`pycgpu.core.interrupts.DEFERRED`), which stops the plan between
+    two steps (the cause is :class:`Interrupted`); anything else (a bug) is
+    raised again as it is once undone. A signal that comes after the last
+    step leaves the change complete: it is given to @late, or without it
+    delivered once the previous handlers are back. Callers that may run at
+    the same time as other pycgpu processes hold
     :func:`pycgpu.core.locks.tree_lock` from the plan to the end of this."""
     done_structure: list[tuple[str, Cgroup]] = []
     done_writes: list[tuple[Write, str]] = []
-    with interrupts.deferred() as signals:
+    with interrupts.deferred(late) as signals:
         try:
             for kind, cg in plan.structure:
                 signals.check()

@@ -78,8 +78,18 @@ EXIT_CLAIMS: dict[str, dict[str, list[str]]] = {
     },
     "docs/cli.md": {
         HELP_EXIT_CODES: ["test_docs.py::test_the_exit_codes"],
-        "and pycgpu exits 130 (SIGINT) or 143 (SIGTERM) with":
-            ["test_concurrency.py::test_a_signal_between_two_writes_leaves_the_tree_as_before"],
+        "and pycgpu exits 128 + the signal's number (130 for SIGINT, 143 for SIGTERM, 129 for "
+        "SIGHUP) with":
+            ["test_concurrency.py::test_a_signal_between_two_writes_leaves_the_tree_as_before",
+             "test_issue39_cli_signals.py::test_any_ending_signal_between_two_writes_is_rolled_back",
+             "test_issue39_cli_signals.py::test_sigint_before_the_first_write_is_not_aborted_exit_1"],
+        "the run ends as it would have, exit 0, with `warning: SIGINT came after the last write":
+            ["test_issue39_cli_signals.py::"
+             "test_a_signal_after_the_last_write_says_the_change_is_complete"],
+        "A signal after the last write leaves the change complete: exit 0 and a warning that "
+        "says so":
+            ["test_issue39_cli_signals.py::"
+             "test_a_signal_after_the_last_write_says_the_change_is_complete"],
         "### Exit codes | code | meaning |": ["test_docs.py::test_the_exit_codes"],
         "is refused before anything is written, with exit 2; kernel refusals are translated":
             ["test_docs.py::test_examples_with_an_exit_status"],

@@ -19,6 +19,7 @@ from .common import (
     complete_path,
     pass_state,
     settings_from_options,
+    stopped,
     translated,
 )
 
@@ -63,20 +64,36 @@ def knob_options(f: F) -> F:
 def _plan_and_run(state: State, path: str, dry_run: bool, make_plan: Callable[[], Plan]) -> None:
     """Plan and apply under the tree's lock (:func:`pycgpu.core.locks.tree_lock`),
     so that no other pycgpu process changes the groups in between; a dry run
-    only plans, without waiting for the lock."""
+    only plans, without waiting for the lock. A signal that ends the process
+    is rolled back by the apply (exit 128 + its number); one that comes after
+    the last write leaves the change complete, which a warning says (exit 0);
+    Ctrl-C before the first write (while waiting for the lock, or planning)
+    wrote nothing."""
+    import signal
     from contextlib import nullcontext
 
-    from ...core import knobs, locks
+    from ...core import interrupts, knobs, locks
 
-    with translated(path), nullcontext() if dry_run else locks.tree_lock(state.mount):
-        plan = make_plan()
-        if not dry_run:
-            knobs.apply(plan)
+    late: list[int] = []
+    applied = False
+    try:
+        with translated(path), nullcontext() if dry_run else locks.tree_lock(state.mount):
+            plan = make_plan()
+            if not dry_run:
+                knobs.apply(plan, late=late.append)
+                applied = True
+    except KeyboardInterrupt:  # SIGINT outside the apply: before it, or a second one after
+        if not applied:
+            raise stopped("interrupted by SIGINT; nothing was changed", signal.SIGINT) from None
+        late.append(signal.SIGINT)
     if dry_run:
         for step in plan.steps():
             click.echo(f"would {step}")
     for warning in plan.warnings:  # once the change is done (or would be)
         click.echo(f"warning: {advised(warning)}", err=True)
+    if late:
+        click.echo(f"warning: {interrupts.name(late[0])} came after the last write: the change "
+                   "is complete, nothing was undone", err=True)
 
 
 @click.command("create", short_help="Create a group, enable gpu along its path, set knobs.",

@@ -48,9 +48,9 @@ class Refused(click.ClickException):
 
 
 def stopped(message: str, signum: int) -> click.exceptions.Exit:
-    """A signal stopped a change, which was undone: the one-line error, and
-    exit 128 + the signal's number, as a shell reports a process the signal
-    ended."""
+    """A signal stopped a change before its end, which was undone (or
+    before anything was written): the one-line error, and exit 128 + the
+    signal's number, as a shell reports a process the signal ended."""
     click.echo(f"Error: {message}", err=True)
     return click.exceptions.Exit(128 + signum)
 
