@@ -188,6 +188,11 @@ EXPORTER_FAMILIES: dict[str, Family] = {
         "counter", "both", ("cgroup",),
         "Scrapes in which the group's files could not be read or parsed (cgroup \"\": "
         "errors not tied to one group); the other groups are still served."),
+    "pycgpu_exporter_connections_dropped_total": _fam(
+        "counter", "both", ("reason",),
+        "Connections the exporter closed early: the scraper went away before the body was "
+        "sent (disconnected), silent for the idle timeout (idle), or over the bound of "
+        "connections served at once, answered 503 (over_limit)."),
 }
 
 FAMILIES: dict[str, Family] = {**DEVICE_FAMILIES, **GROUP_FAMILIES, **DEVICE_LEVEL_FAMILIES,
@@ -311,6 +316,16 @@ class Exporter:
         self._row_labels: dict[tuple[str, DevT], str] = {}
         self._build = _labels(("version", "python"),
                               (__version__, ".".join(map(str, sys.version_info[:3]))))
+        from .httpd import DROP_REASONS
+
+        # connections the HTTP server closed early, by reason (from its threads)
+        self._dropped = dict.fromkeys(DROP_REASONS, 0)
+        self._dropped_lock = threading.Lock()
+
+    def dropped(self, reason: str) -> None:
+        """Count a connection the HTTP server closed early (:mod:`.httpd`)."""
+        with self._dropped_lock:
+            self._dropped[reason] = self._dropped.get(reason, 0) + 1
 
     def device_label(self, devt: DevT) -> str:
         """The render node's name; ``MAJ:MIN`` for a device sysfs did not show."""
@@ -350,6 +365,11 @@ class Exporter:
             out.add("pycgpu_exporter_errors", src, len(sample.errors) if sample else 1)
             for cgroup, n in sorted(self.errors_total.items()):
                 out.add("pycgpu_scrape_errors_total", _labels(("cgroup",), (cgroup,)), n)
+            with self._dropped_lock:
+                dropped = list(self._dropped.items())
+            for reason, n in dropped:
+                out.add("pycgpu_exporter_connections_dropped_total",
+                        _labels(("reason",), (reason,)), n)
             return out.text(openmetrics).encode()
 
     def _count(self, groups: list[str]) -> None:

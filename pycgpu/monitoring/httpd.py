@@ -9,6 +9,18 @@
 - ``HEAD`` answered with the headers of the GET (status, the negotiated
   Content-Type and Content-Encoding, Vary), without a scrape: the length is
   known only by scraping, so Content-Length is left out, as RFC 9110 allows.
+
+What real scrapers do is expected, and counted in the exporter's
+``pycgpu_exporter_connections_dropped_total{reason}`` rather than printed:
+
+- a scraper that goes away before the body is sent (its scrape timeout on
+  a big page): ``disconnected``;
+- a connection that stays silent for :data:`IDLE_TIMEOUT` seconds (an idle
+  keep-alive connection, or one that never asks), or whose reply cannot be
+  sent within it: closed, ``idle``;
+- at most :data:`MAX_CONNECTIONS` connections are served at once, one
+  thread each; one more is answered 503 at once by the accepting thread,
+  without a thread of its own, and closed: ``over_limit``.
 """
 
 from __future__ import annotations
@@ -16,9 +28,10 @@ from __future__ import annotations
 import gzip
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .exporter import Exporter
@@ -29,6 +42,22 @@ GZIP_LEVEL = 3
 # OpenMetrics versions whose exposition this exporter writes (1.0.0; 0.0.1
 # is the same text as Prometheus asks for it by that name)
 _OM_VERSIONS = ("", "1.0.0", "0.0.1")
+
+# a connection silent this long is closed (seconds): Prometheus keeps its
+# connection between scrapes, and scrapes every 15 s to 1 min; one that comes
+# back later opens a new connection
+IDLE_TIMEOUT = 30.0
+# connections served at once (a thread each): a node has a few scrapers
+MAX_CONNECTIONS = 32
+# why a connection ended early (the reason label of the exporter's counter)
+DISCONNECTED, IDLE, OVER_LIMIT = "disconnected", "idle", "over_limit"
+DROP_REASONS = (DISCONNECTED, IDLE, OVER_LIMIT)
+# the reply to a connection over the bound
+_BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+         b"Content-Length: 62\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
+         b"too many connections to this exporter at once; try again soon\n")
+# how long a rejected connection may take to read its 503 and close
+_LINGER = 2.0
 
 
 def _quality(params: list[str]) -> float:
@@ -149,25 +178,115 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._headers(reply, None)
 
+    def handle_one_request(self) -> None:
+        try:
+            super().handle_one_request()
+        except ConnectionError:  # the scraper went away (reset, broken pipe)
+            self.exporter.dropped(DISCONNECTED)
+            self.close_connection = True
+
+    def log_error(self, format: str, *args: Any) -> None:
+        # the server's one report of a connection it closed because it timed out
+        if args and isinstance(args[0], TimeoutError):
+            self.exporter.dropped(IDLE)
+
     def log_message(self, format: str, *args: object) -> None:
         pass  # no line per scrape
 
 
 class _Server(ThreadingHTTPServer):
+    """At most @max_connections handled at once, a thread each; one more
+    gets :data:`_BUSY` from the accepting thread and is closed once it has
+    read it (or after :data:`_LINGER` seconds)."""
+
     daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[_Handler], exporter: Exporter,
+                 max_connections: int = MAX_CONNECTIONS) -> None:
+        self.exporter = exporter
+        self.max_connections = max_connections
+        self._lock = threading.Lock()
+        self._active = 0
+        self._rejected: list[tuple[socket.socket, float]] = []
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._lock:
+            over = self._active >= self.max_connections
+            if not over:
+                self._active += 1
+        if not over:
+            super().process_request(request, client_address)
+            return
+        self.exporter.dropped(OVER_LIMIT)
+        try:
+            request.setblocking(False)
+            request.send(_BUSY)  # a few bytes: into the socket's buffer, at once
+            request.shutdown(socket.SHUT_WR)
+        except OSError:
+            self.shutdown_request(request)
+            return
+        # closed once the client has read the reply and closed its side: a
+        # close with its request unread would reset the connection, the 503
+        # possibly unread
+        self._rejected.append((request, time.monotonic() + _LINGER))
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._lock:
+                self._active -= 1
+
+    def service_actions(self) -> None:
+        """Between two accepts (and twice a second): close the rejected
+        connections whose client closed, or whose time is up."""
+        super().service_actions()
+        now, keep = time.monotonic(), []
+        for sock, deadline in self._rejected:
+            try:
+                while data := sock.recv(65536):  # its request, unread
+                    del data
+                done = True  # the client closed its side
+            except BlockingIOError:
+                done = now >= deadline
+            except OSError:
+                done = True
+            if done:
+                sock.close()
+            else:
+                keep.append((sock, deadline))
+        self._rejected = keep
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if isinstance(sys.exc_info()[1], ConnectionError):  # in setup or finish
+            self.exporter.dropped(DISCONNECTED)
+            return
+        super().handle_error(request, client_address)
+
+    def server_close(self) -> None:
+        super().server_close()
+        for sock, _ in self._rejected:
+            sock.close()
+        self._rejected = []
 
 
 class _Server6(_Server):
     address_family = socket.AF_INET6
 
 
-def serve(exporter: Exporter, host: str, port: int) -> tuple[ThreadingHTTPServer,
-                                                            threading.Thread]:
+def serve(exporter: Exporter, host: str, port: int, idle_timeout: float = IDLE_TIMEOUT,
+          max_connections: int = MAX_CONNECTIONS) -> tuple[ThreadingHTTPServer,
+                                                           threading.Thread]:
     """Serve @exporter on http://HOST:PORT/metrics from a daemon thread; port
-    0 picks a free port (``server.server_port`` tells which)."""
-    handler = type("Handler", (_Handler,), {"exporter": exporter})
+    0 picks a free port (``server.server_port`` tells which). A connection
+    silent for @idle_timeout seconds is closed; at most @max_connections are
+    served at once (the module docstring)."""
+    handler = type("Handler", (_Handler,), {"exporter": exporter, "timeout": idle_timeout})
     server_class = _Server6 if ":" in host else _Server
-    server = server_class((host, port), handler)
+    server = server_class((host, port), handler, exporter, max_connections)
     thread = threading.Thread(target=server.serve_forever, name="pycgpu-exporter",
                               daemon=True)
     thread.start()

@@ -253,7 +253,10 @@ def exporter(state: State, listen: str, pod_resources: Path, source: str, all_gr
     Under Kubernetes, with the kubelet's PodResources socket mounted, pod,
     namespace and container come from the kubelet for the containers the
     device plugin gave shares to. OpenMetrics when the scraper asks for it
-    (Accept), gzip when it accepts it, HEAD answered.
+    (Accept), gzip when it accepts it, HEAD answered. A connection silent
+    for 30 s is closed; at most 32 are served at once, one more gets a 503;
+    both, and scrapers gone mid-reply, are counted in
+    pycgpu_exporter_connections_dropped_total{reason}.
 
     Runs until interrupted (Ctrl-C, SIGTERM).
 
