@@ -12,8 +12,9 @@ Life cycle, as the kubelet's device manager expects it:
    at admission and Allocate before each container is created.
 
 With a CDI spec path (``--cdi-spec``), the plugin also writes the CDI spec
-of the GPUs it advertises (one device per render node, the createRuntime
-hook), at start and again whenever the set of GPUs changes, atomically (a
+of the GPUs it advertises (one device per render node, one per share whose
+hook entry carries its ID, the createRuntime hook), at start and again
+whenever the set of GPUs or their shares change, atomically (a
 temporary file in the same directory, then ``os.replace``): a runtime never
 reads half a spec, and a GPU that comes is in the spec before the kubelet
 can hand out its shares. Without GPUs the spec is removed (CDI has no empty
@@ -101,6 +102,12 @@ class DevicePlugin:
         self.registrations = 0
 
     @property
+    def share_devices(self) -> bool:
+        """Whether the CDI spec is the plugin's, with a device per share
+        whose hook entry carries its ID (Allocate then names them)."""
+        return self.cdi_spec is not None and self.cdi_hook is not None
+
+    @property
     def socket(self) -> Path:
         return self.plugin_dir / self.endpoint
 
@@ -166,7 +173,8 @@ class DevicePlugin:
         import json
 
         devices = sorted((g.device for g in inv.gpus.values()), key=lambda d: d.devt)
-        text = (json.dumps(cdi.spec(devices, self.cdi_hook), indent=2) + "\n"
+        share_ids = {g.name: g.ids() for g in inv.gpus.values()} if self.cdi_hook else None
+        text = (json.dumps(cdi.spec(devices, self.cdi_hook, share_ids), indent=2) + "\n"
                 if devices else "")
         if text == self._cdi_text:
             return
@@ -221,7 +229,7 @@ class DevicePlugin:
         out = []
         for req in request.container_requests:
             try:
-                g = sh.grant(inv, req.devices_ids)
+                g = sh.grant(inv, req.devices_ids, share_devices=self.share_devices)
             except sh.ShareError as e:
                 self.log(f"Allocate refused: {e}")
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))

@@ -7,8 +7,9 @@ The API names each container that holds device plugin resources, with the
 device IDs it got: for ``pycgpu.io/gpu-share``, the share IDs
 (``renderD128-s3``). It does not name cgroups, so the link is made by the
 createRuntime hook: it records the share IDs of the container it sets up
-(the ``pycgpu.io/share-ids`` annotation of the plugin's Allocate answer)
-in the ``user.pycgpu.share_ids`` extended attribute of the container's
+(carried by the hook entries of the share devices the plugin's Allocate
+names: :func:`pycgpu.runtime.hook.granted_share_ids`; never an annotation,
+which a pod could forge) in the ``user.pycgpu.share_ids`` extended attribute of the container's
 cgroup (:data:`pycgpu.runtime.kubepods.SHARE_IDS_XATTR`), where the exporter
 reads them back. A share ID
 held by two cgroups (a stale or forged attribute) names neither.

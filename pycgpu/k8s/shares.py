@@ -23,7 +23,12 @@ container's shares into what the kernel enforces, per GPU it got shares of:
   the operator's default size (``--device-memory 8G``); without any, no
   memory limit. A device with several dmem regions (xe with two tiles: its
   ``vram0`` and ``vram1``) gets one limit per region, each sized from its
-  capacity: ``renderD128:vram0=M0,renderD128:vram1=M1``.
+  capacity: ``renderD128:vram0=M0,renderD128:vram1=M1``;
+- where the plugin writes the CDI spec, the CDI device of each share,
+  ``pycgpu.io/gpu=renderD128-s3``, whose hook entry carries the share ID to
+  the hook (:mod:`pycgpu.runtime.cdi`), which records it for the exporter's
+  pod labels: a share ID never travels in an annotation, which a pod could
+  forge.
 
 A configuration entry that is wrong (a share count out of range, a size
 that does not parse, a device that is not there) is reported as a warning
@@ -422,9 +427,12 @@ class Grant:
     annotations: dict[str, str]
 
 
-def grant(inv: Inventory, device_ids: Iterable[str]) -> Grant:
+def grant(inv: Inventory, device_ids: Iterable[str], share_devices: bool = False) -> Grant:
     """The CDI devices and hook annotations for a container's @device_ids
-    (ShareError if one is not advertised)."""
+    (ShareError if one is not advertised): the GPUs' devices and, with
+    @share_devices (the plugin writes the CDI spec, which has them: see
+    :func:`pycgpu.runtime.cdi.spec`), the devices of the shares, whose hook
+    entries carry the share IDs to the hook."""
     ids = list(device_ids)
     if not ids:
         raise ShareError("an Allocate request without device IDs")
@@ -435,8 +443,11 @@ def grant(inv: Inventory, device_ids: Iterable[str]) -> Grant:
     annotations = {ann.WEIGHT: ",".join(weights)} if weights else {}
     if limits:
         annotations[ann.MEMORY_MAX] = ",".join(limits)
-    # for the exporter's pod labels: the hook records them on the cgroup,
-    # the kubelet's PodResources API names their container (k8s/podresources.py)
-    annotations[ann.SHARE_IDS] = ",".join(
-        sorted(dict.fromkeys(ids), key=lambda i: (inv.gpu_of(i).device.devt, parse_id(i)[1])))
-    return Grant(counts, [cdi.qualified_name(name) for name in counts], annotations)
+    devices = [cdi.qualified_name(name) for name in counts]
+    if share_devices:
+        # for the exporter's pod labels: the hook records the IDs their entries
+        # carry on the cgroup, the kubelet's PodResources API names their
+        # container (k8s/podresources.py); an annotation would be a pod's to forge
+        devices += [cdi.qualified_name(i) for i in sorted(
+            dict.fromkeys(ids), key=lambda i: (inv.gpu_of(i).device.devt, parse_id(i)[1]))]
+    return Grant(counts, devices, annotations)

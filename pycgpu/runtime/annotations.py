@@ -10,11 +10,13 @@ CLI options, comma-separated when there are several:
 - ``pycgpu.io/gpu.priority``: ``-10``
 - ``pycgpu.io/gpu.memory.max``: ``renderD128=2G,renderD129=max``
 - ``pycgpu.io/image-check``: ``enforce``, ``warn`` or ``off``
-- ``pycgpu.io/share-ids``: ``renderD128-s0,renderD128-s1``, set by the device
-  plugin: not a knob, recorded on the cgroup for the exporter's pod labels
 
 Only these keys are accepted under the ``pycgpu.io/`` prefix: any other
-``pycgpu.io/`` key makes the whole request invalid (fail closed). CRI-O's
+``pycgpu.io/`` key makes the whole request invalid (fail closed), but for
+``pycgpu.io/share-ids``, which the device plugin once set and a pod can
+forge: it is ignored (:attr:`Request.ignored`). The share IDs a container was
+granted come from the hook entries of its config instead
+(:func:`pycgpu.runtime.oci.share_id_of`). CRI-O's
 CVE-2023-6476 came from an annotation that passed arbitrary cgroup files
 through; here every value is parsed by the parser of the CLI's options
 (:func:`pycgpu.core.knobs.parse_settings`) and written back in the kernel's
@@ -23,7 +25,6 @@ format, to the three knob files only.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
@@ -37,12 +38,13 @@ WEIGHT = PREFIX + "gpu.weight"
 PRIORITY = PREFIX + "gpu.priority"
 MEMORY_MAX = PREFIX + "gpu.memory.max"
 IMAGE_CHECK = PREFIX + "image-check"
-# the device plugin's share IDs of the container (renderD128-s3,...): no knob;
-# the hook records them on the cgroup for the exporter's pod labels
+# share IDs claimed in an annotation: ignored, whoever wrote it (a pod can,
+# where the runtime copies pod annotations); the device plugin's grants reach
+# the hook in the container's hook entries
 SHARE_IDS = PREFIX + "share-ids"
+IGNORED = (SHARE_IDS,)
 KNOBS = (WEIGHT, PRIORITY, MEMORY_MAX)
-ALLOWED = (*KNOBS, IMAGE_CHECK, SHARE_IDS)
-_SHARE_ID = re.compile(r"renderD[0-9]{1,6}-s[0-9]{1,3}")
+ALLOWED = (*KNOBS, IMAGE_CHECK)
 ENFORCE, WARN, OFF = "enforce", "warn", "off"
 IMAGE_CHECK_MODES = (ENFORCE, WARN, OFF)
 
@@ -57,7 +59,7 @@ class Request:
     settings: Settings = field(default_factory=Settings)
     image_check: str = OFF
     keys: list[str] = field(default_factory=list)
-    share_ids: tuple[str, ...] = ()
+    ignored: list[str] = field(default_factory=list)  # keys of IGNORED that were given
 
     def is_empty(self) -> bool:
         return self.settings.is_empty() and self.image_check == OFF
@@ -72,7 +74,6 @@ def _values(key: str, value: str) -> tuple[str, ...]:
 
 
 _EXAMPLES = {
-    SHARE_IDS: "'renderD128-s0,renderD128-s1'",
     WEIGHT: "'300' or 'renderD128=50'",
     PRIORITY: "'-10'",
     MEMORY_MAX: "'renderD128=2G' or 'renderD128=2G,renderD129=512M'",
@@ -91,22 +92,25 @@ def parse(annotations: Mapping[str, object], resolve: DeviceResolver,
     memory interface (:func:`pycgpu.core.memory.detect`; asked only for a
     memory limit; None: gpu.memory.*). Raises :class:`AnnotationError`
     for an unknown ``pycgpu.io/`` key, a known one that is not allowed, or
-    a value that does not parse."""
+    a value that does not parse; the keys of :data:`IGNORED` are left out
+    (listed in :attr:`Request.ignored`)."""
     ours = {k: v for k, v in annotations.items() if k.startswith(PREFIX)}
+    ignored = sorted(k for k in ours if k in IGNORED)
+    for k in ignored:
+        del ours[k]
     unknown = sorted(k for k in ours if k not in ALLOWED)
     if unknown:
         raise AnnotationError(
             f"annotation {unknown[0]} is not allowed: only {', '.join(ALLOWED)} are "
             "accepted (no other cgroup file is ever written)")
-    # share-ids sets no knob (a label source): never subject to the allow-list
-    refused = sorted(k for k in ours if k not in allowed and k != SHARE_IDS)
+    refused = sorted(k for k in ours if k not in allowed)
     if refused:
         raise AnnotationError(
             f"annotation {refused[0]} is not on this node's allow-list ("
-            + (", ".join(k for k in ALLOWED if k in allowed and k != SHARE_IDS) or "nothing")
+            + (", ".join(k for k in ALLOWED if k in allowed) or "nothing")
             + " allowed; the node's administrator sets it: /etc/pycgpu/runtime/annotations.allow "
             "or the hook's --allow)")
-    request = Request(keys=sorted(ours))
+    request = Request(keys=sorted(ours), ignored=ignored)
     for key, value in ours.items():
         if not isinstance(value, str):
             raise AnnotationError(f"annotation {key} is {value!r}, not a string")
@@ -116,13 +120,6 @@ def parse(annotations: Mapping[str, object], resolve: DeviceResolver,
             raise AnnotationError(f"annotation {IMAGE_CHECK}={mode!r}: give "
                                   + ", ".join(IMAGE_CHECK_MODES))
         request.image_check = mode
-    if SHARE_IDS in ours:
-        ids = _values(SHARE_IDS, str(ours[SHARE_IDS]))
-        bad = [i for i in ids if not _SHARE_ID.fullmatch(i)]
-        if bad:
-            raise AnnotationError(f"annotation {SHARE_IDS}: {formats.shown(bad[0])} is not a "
-                                  "share ID (renderDN-sK)")
-        request.share_ids = ids
     parts: list[Settings] = []
     for key in KNOBS:
         if key not in ours:

@@ -7,10 +7,19 @@ one device per render node (named after it: ``pycgpu.io/gpu=renderD128``)
 plus ``all``, and optionally a createRuntime hook, ``pycgpu oci hook``,
 which applies the knobs the container's ``pycgpu.io/gpu.*`` annotations ask
 for (:mod:`pycgpu.runtime.annotations`) to its cgroup.
+
+The Kubernetes device plugin's spec also has a device per GPU share
+(``pycgpu.io/gpu=renderD128-s3``) whose only edit is a hook entry carrying
+the share's ID (``pycgpu-hook --share-id renderD128-s3``): Allocate names
+the devices of the shares it grants, the runtime copies their entries into
+the container's config, and the hook records the IDs it finds there for the
+exporter's pod labels. A pod can set annotations but cannot write hook
+entries, so it cannot claim another pod's share.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import Error
@@ -42,17 +51,28 @@ def device_node(dev: Device) -> dict[str, Any]:
     return node
 
 
-def spec(devices: list[Device], hook: HookCommand | None = None) -> dict[str, Any]:
+def spec(devices: list[Device], hook: HookCommand | None = None,
+         share_ids: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
     """The CDI spec for @devices (render nodes, in order), with the
     createRuntime @hook in the spec-wide edits (applied to every container
-    that gets one of these devices) when given. :class:`SpecError`
-    without devices."""
+    that gets one of these devices) when given, and for each ID of
+    @share_ids (by render node name: the device plugin's shares) a device
+    named after it whose edit is @hook's entry carrying the ID
+    (:meth:`pycgpu.runtime.oci.HookCommand.with_share_id`).
+    :class:`SpecError` without devices, or with share IDs but no hook."""
     if not devices:
         raise SpecError("no render nodes to describe")
-    entries = [{"name": d.name, "containerEdits": {"deviceNodes": [device_node(d)]}}
-               for d in devices]
+    if share_ids and hook is None:
+        raise SpecError("share devices carry their IDs in the hook's entries: give the hook")
+    entries: list[dict[str, Any]] = [
+        {"name": d.name, "containerEdits": {"deviceNodes": [device_node(d)]}} for d in devices]
     entries.append({"name": ALL,
                     "containerEdits": {"deviceNodes": [device_node(d) for d in devices]}})
+    for d in devices:
+        for share in (share_ids or {}).get(d.name, ()):
+            assert hook is not None
+            entries.append({"name": share, "containerEdits": {"hooks": [
+                {"hookName": "createRuntime", **hook.with_share_id(share).oci()}]}})
     doc: dict[str, Any] = {"cdiVersion": CDI_VERSION, "kind": KIND, "devices": entries}
     if hook is not None:
         doc["containerEdits"] = {"hooks": [{"hookName": "createRuntime", **hook.oci()}]}

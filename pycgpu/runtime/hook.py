@@ -23,7 +23,9 @@ state on stdin (runtime-spec "State": ``id``, ``pid``, ``bundle``,
    that start together in one slice share the parents it enables;
 5. under Kubernetes, when it set a weight, gives the container's pod and QoS
    slice the sum of the GPU weights below them (:mod:`pycgpu.runtime.kubepods`), so
-   that pods share by their weights and not at 100 each.
+   that pods share by their weights and not at 100 each, and records the
+   share IDs the device plugin granted (:func:`granted_share_ids`: carried
+   by the config's hook entries, never by an annotation) on the cgroup.
 
 It fails closed: anything it cannot do or check makes it exit non-zero,
 which makes the runtime abort the container. A container without
@@ -197,6 +199,22 @@ def container_devts(config: dict[str, Any]) -> set[Any]:
     return out
 
 
+def granted_share_ids(config: dict[str, Any]) -> tuple[str, ...]:
+    """The share IDs the device plugin granted the container: those its
+    config's pycgpu hook entries carry (``--share-id ID``, from the plugin's
+    CDI devices; :func:`pycgpu.runtime.oci.share_id_of`), in order, once
+    each. Only the runtime writes hook entries; an annotation, which a pod
+    can set, never counts."""
+    from .kubepods import SHARE_ID
+    from .oci import share_id_of
+
+    hooks = config.get("hooks")
+    entries = hooks.get("createRuntime") if isinstance(hooks, dict) else None
+    found = [share_id_of(e) for e in entries if isinstance(e, dict)] if isinstance(
+        entries, list) else []
+    return tuple(dict.fromkeys(i for i in found if i is not None and SHARE_ID.fullmatch(i)))
+
+
 def rootfs_of(state: ContainerState, config: dict[str, Any]) -> Path:
     root = config.get("root")
     path = root.get("path") if isinstance(root, dict) else None
@@ -249,6 +267,8 @@ def run(
     except ann.AnnotationError as e:
         raise BadInput(f"container {state.id}: {e}") from None
     outcome = Outcome(request)
+    outcome.warnings += [f"annotation {k} ignored: share IDs come from the device plugin's "
+                         "CDI devices only" for k in request.ignored]
     if request.is_empty():
         return outcome
 
@@ -270,6 +290,8 @@ def run(
         return outcome
     cg = container_cgroup(state, mount(), proc_root, config)
     outcome.cgroup = cg
+    # read before anything changes: a config that cannot be read refuses
+    share_ids = granted_share_ids(config()) if _has_config(state) else ()
     asked = kubepods.asked_of(request.settings.weight, request.settings.device_weights)
     pods: list[tuple[Cgroup, kubepods.Asked]] = []
 
@@ -286,15 +308,21 @@ def run(
     except CgroupError as e:
         raise HostRefused(f"container {state.id}: {e.strerror or e}") from None
     outcome.writes = plan.steps()
-    if request.share_ids:
+    if share_ids:
         try:
-            kubepods.record_share_ids(cg.path, request.share_ids)
+            kubepods.record_share_ids(cg.path, share_ids)
         except OSError as e:  # labels only: the knobs are set
             outcome.warnings.append(f"cannot record the share IDs on {cg.path} for the "
                                     f"exporter's pod labels: {e.strerror or e}")
     outcome.pod_weights = [f"{anc.name}: " + ", ".join(total.format().splitlines())
                            for anc, total in pods]
     return outcome
+
+
+def _has_config(state: ContainerState) -> bool:
+    """Whether the bundle has a config to read share IDs from (a state
+    that names its bundle only, as tests and hand-run hooks do, has none)."""
+    return (state.bundle / CONFIG).is_file()
 
 
 def _memory(mount: Path, sysfs_root: Path, dev_root: Path) -> Any:
@@ -310,14 +338,24 @@ def _memory(mount: Path, sysfs_root: Path, dev_root: Path) -> Any:
 
 def execute(data: bytes, *, allow: Collection[str], allow_list: Path, mount: Callable[[], Path],
             resolve: Callable[[str], Any], sysfs_root: Path, dev_root: Path, proc_root: Path,
-            prog: str = PROG) -> int:
+            prog: str = PROG, share_id: str | None = None) -> int:
     """One run of the hook as the runtime starts it, on the state @data:
     the node's allow-list @allow_list plus @allow, then :func:`run`. Errors
     and warnings go to stderr, one line each, named by @prog; returns the
-    exit code (0, or EXIT_*)."""
+    exit code (0, or EXIT_*). With @share_id, the run of an entry that only
+    carries that ID (:func:`granted_share_ids`): nothing to do."""
     from . import allowlist, imagecheck
+    from .kubepods import SHARE_ID
 
     out = sys.stderr
+    if share_id is not None:
+        if SHARE_ID.fullmatch(share_id):
+            return 0
+        from ..core.formats import shown
+
+        print(f"Error: {prog}: --share-id {shown(share_id)} is not a share ID (renderDN-sK)",
+              file=out)
+        return EXIT_BAD_INPUT
     try:
         allowed = allowlist.for_hook(allow, allow_list)
     except allowlist.AllowListError as e:
@@ -337,6 +375,7 @@ def execute(data: bytes, *, allow: Collection[str], allow_list: Path, mount: Cal
 
 
 USAGE = f"""usage: {PROG} [--allow KEY]... [--allow-list FILE] [--cgroup-root DIR]
+       {PROG} --share-id ID
 
 The OCI createRuntime hook: applies a container's pycgpu.io/* annotations
 to its cgroup. The container runtime runs it with the container's OCI
@@ -348,6 +387,9 @@ state on stdin (pycgpu oci hook --help says what it accepts and does).
                       default {ALLOW_LIST}]
   --cgroup-root DIR   the cgroup2 mount [$PYCGPU_CGROUP_ROOT; default: the
                       first cgroup2 mount]
+  --share-id ID       this entry only carries a share ID the device plugin
+                      granted (its CDI device's hook): does nothing; the
+                      entry without it records the container's share IDs
 
 Exit codes: 0 applied (or nothing to do); 1 the host refused or lacks
 something; 2 bad state or annotations; 3 the image check failed.
@@ -357,6 +399,7 @@ something; 2 bad state or annotations; 3 the image check failed.
 def _options(argv: Sequence[str]) -> dict[str, list[str]] | None:
     """The options of @argv by name, or None for anything else (usage error)."""
     names = {"--allow": "allow", "--allow-list": "allow_list", "--cgroup-root": "cgroup_root",
+             "--share-id": "share_id",
              "--proc-root": "proc_root", "--sysfs-root": "sysfs_root", "--dev-root": "dev_root"}
     out: dict[str, list[str]] = {}
     args = list(argv)
@@ -419,7 +462,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                        allow_list=Path(last("allow_list", "PYCGPU_ALLOW_LIST", str(ALLOW_LIST))
                                        or ALLOW_LIST),
                        mount=mount, resolve=resolve, sysfs_root=sysfs_root, dev_root=dev_root,
-                       proc_root=Path(last("proc_root", "PYCGPU_PROC_ROOT", "/proc") or "/proc"))
+                       proc_root=Path(last("proc_root", "PYCGPU_PROC_ROOT", "/proc") or "/proc"),
+                       share_id=opts["share_id"][-1] if "share_id" in opts else None)
     except CgroupError as e:  # no cgroup2 mount
         print(f"Error: {PROG}: {e.strerror or e}", file=sys.stderr)
         return EXIT_REFUSED

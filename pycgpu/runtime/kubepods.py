@@ -41,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,6 +55,8 @@ XATTR = "trusted.pycgpu.weight"
 # the share IDs of a container's GPU shares (the device plugin's), recorded by
 # the hook for the exporter's pod labels (pycgpu.k8s.podresources reads them)
 SHARE_IDS_XATTR = "user.pycgpu.share_ids"
+# a share ID as the device plugin names it (pycgpu.k8s.shares)
+SHARE_ID = re.compile(r"renderD[0-9]{1,6}-s[0-9]{1,3}")
 # the kubelet's root cgroup: kubepods (cgroupfs), kubepods.slice (systemd), or
 # kubelet-kubepods.slice under kubelet.slice
 _ROOTS = ("kubepods", "kubepods.slice", "kubelet-kubepods.slice")

@@ -266,6 +266,11 @@ class DeviceNode:
 
 
 HOOK_PROGRAM = "pycgpu-hook"  # pycgpu.runtime.hook:main
+# options after the hook's command: --allow KEY (an annotation the entry's
+# author allows), --share-id ID (an entry that only carries a share ID the
+# device plugin granted: pycgpu.runtime.cdi)
+ALLOW, SHARE_ID = "--allow", "--share-id"
+_TRAILING = (ALLOW, SHARE_ID)
 
 
 @dataclass(frozen=True)
@@ -279,6 +284,21 @@ class HookCommand:
     def oci(self) -> dict[str, Any]:
         return {"path": self.path, "args": list(self.args)}
 
+    def with_share_id(self, share_id: str) -> HookCommand:
+        """The entry that carries @share_id: this command (without its
+        ``--allow`` options) with ``--share-id ID``. The runtime runs it, and
+        it does nothing: the hook reads the IDs of these entries from the
+        container's config (:func:`share_id_of`), where a pod cannot write."""
+        return HookCommand(self.path, (*_command(self.args), SHARE_ID, share_id))
+
+
+def _command(args: list[Any] | tuple[Any, ...]) -> list[Any]:
+    """@args without the trailing ``--allow KEY`` and ``--share-id ID`` options."""
+    end = len(args)
+    while end >= 2 and args[end - 2] in _TRAILING:
+        end -= 2
+    return list(args[:end])
+
 
 def hook_command(executable: str | None = None, allow: Iterable[str] = ()) -> HookCommand:
     """The hook's command: @executable, either ``pycgpu-hook`` (the hook's
@@ -291,7 +311,7 @@ def hook_command(executable: str | None = None, allow: Iterable[str] = ()) -> Ho
     import shutil
     import sys
 
-    extra = tuple(a for k in sorted(set(allow)) for a in ("--allow", k))
+    extra = tuple(a for k in sorted(set(allow)) for a in (ALLOW, k))
     if executable is None:
         executable = shutil.which(HOOK_PROGRAM) or shutil.which("pycgpu")
     if executable is not None:
@@ -517,15 +537,12 @@ def _add_devices(linux: dict[str, Any], nodes: list[DeviceNode]) -> list[str]:
 def is_pycgpu_hook(entry: dict[str, Any]) -> bool:
     """Whether a hook entry runs pycgpu's hook, whatever its path:
     ``pycgpu-hook``, ``pycgpu oci hook`` (the script, or ``python -m
-    pycgpu``) or ``python -m pycgpu.runtime.hook``; ``--allow KEY`` options
-    after it."""
+    pycgpu``) or ``python -m pycgpu.runtime.hook``; ``--allow KEY`` and
+    ``--share-id ID`` options after it."""
     args = entry.get("args")
     if not isinstance(args, list):
         return False
-    end = len(args)
-    while end >= 2 and args[end - 2] == "--allow":
-        end -= 2
-    head = args[:end]
+    head = _command(args)
     path = entry.get("path")
     base = os.path.basename(path) if isinstance(path, str) else ""
     if head[-2:] == ["oci", "hook"]:
@@ -534,6 +551,17 @@ def is_pycgpu_hook(entry: dict[str, Any]) -> bool:
         return True
     return len(head) == 1 and (base.startswith(HOOK_PROGRAM)
                                or (isinstance(head[0], str) and head[0].startswith(HOOK_PROGRAM)))
+
+
+def share_id_of(entry: dict[str, Any]) -> str | None:
+    """The share ID a hook entry carries (:meth:`HookCommand.with_share_id`):
+    the value of its ``--share-id`` if it runs pycgpu's hook, else None."""
+    if not is_pycgpu_hook(entry):
+        return None
+    args = entry["args"]
+    ids = [args[i + 1] for i in range(len(_command(args)), len(args) - 1, 2)
+           if args[i] == SHARE_ID]
+    return ids[-1] if ids and isinstance(ids[-1], str) else None
 
 
 def _pop_all(table: Any, keys: list[str], where: str, why: str = "") -> list[str]:
@@ -568,7 +596,8 @@ def _add_hook(doc: dict[str, Any], patch: Patch) -> list[str]:
         changes += _set_all(_object(doc, "annotations", "annotations"), values, "annotations")
     hooks = _array(_object(doc, "hooks", "hooks"), "createRuntime", "hooks.createRuntime")
     entry = patch.hook.oci()
-    ours = [i for i, h in enumerate(hooks) if is_pycgpu_hook(h)]
+    # the entry that applies the knobs; those that carry share IDs stay
+    ours = [i for i, h in enumerate(hooks) if is_pycgpu_hook(h) and share_id_of(h) is None]
     if [hooks[i] for i in ours] == [entry]:
         return changes
     for i in reversed(ours):

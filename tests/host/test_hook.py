@@ -127,8 +127,7 @@ def test_keys_outside_the_allow_list_refuse_the_container(cli, ctr, key):
     assert r.output.strip() == (
         f"Error: pycgpu oci hook: container c1: annotation {key} is not allowed: only "
         "pycgpu.io/gpu.weight, pycgpu.io/gpu.priority, pycgpu.io/gpu.memory.max, "
-        "pycgpu.io/image-check, pycgpu.io/share-ids are accepted (no other cgroup file is ever "
-        "written)")
+        "pycgpu.io/image-check are accepted (no other cgroup file is ever written)")
     assert cli.fake.log == []
     assert cli.fake.snapshot() == before
 
@@ -409,20 +408,25 @@ def test_a_symlinked_allow_list_is_not_followed(cli, ctr, tmp_path):
 
 
 def test_the_hook_records_the_share_ids(cli, ctr):
-    """The device plugin's share IDs go on the container's cgroup, for the
-    exporter's pod labels (pycgpu.k8s.podresources); a bad one refuses."""
+    """The device plugin's share IDs, carried by the config's hook entries
+    (the plugin's CDI devices, tests/host/test_issue39_runtime_share_ids.py),
+    go on the container's cgroup, for the exporter's pod labels
+    (pycgpu.k8s.podresources); whatever the node's allow-list."""
     from pycgpu.k8s.podresources import share_ids_of
+    from pycgpu.runtime.oci import hook_command
 
-    hook(cli, state(ctr, {"pycgpu.io/gpu.weight": "renderD128=300",
-                          "pycgpu.io/share-ids": "renderD128-s0,renderD128-s1"}))
+    carrier = hook_command("/opt/pycgpu/bin/pycgpu-hook").with_share_id
+    config = json.loads((ctr / "config.json").read_text())
+    config["hooks"] = {"createRuntime": [carrier("renderD128-s0").oci(),
+                                         carrier("renderD128-s1").oci()]}
+    (ctr / "config.json").write_text(json.dumps(config))
+    hook(cli, state(ctr, {"pycgpu.io/gpu.weight": "renderD128=300"}))
     assert share_ids_of(cli.fake.root / SCOPE) == ("renderD128-s0", "renderD128-s1")
-    r = hook(cli, state(ctr, {"pycgpu.io/share-ids": "renderD128-s0,../x"}), code=2)
-    assert "'../x' is not a share ID (renderDN-sK)" in r.output
-    # no knob: a node's allow-list that does not name it still accepts it
     allow = cli.fake.root.parent / "weights.allow"
     allow.write_text("gpu.weight\n")
     allow.chmod(0o644)
     cli.env["PYCGPU_ALLOW_LIST"] = str(allow)
-    hook(cli, state(ctr, {"pycgpu.io/gpu.weight": "renderD128=200",
-                          "pycgpu.io/share-ids": "renderD128-s4"}))
+    config["hooks"]["createRuntime"] = [carrier("renderD128-s4").oci()]
+    (ctr / "config.json").write_text(json.dumps(config))
+    hook(cli, state(ctr, {"pycgpu.io/gpu.weight": "renderD128=200"}))
     assert share_ids_of(cli.fake.root / SCOPE) == ("renderD128-s4",)

@@ -148,18 +148,15 @@ def test_allocate_turns_shares_into_weight_and_memory(start, kubelet):
     assert three["cdi_devices"] == ["pycgpu.io/gpu=renderD128"]
     limit = per(8 * GIB, 3, 10)
     assert three["annotations"] == {ann.WEIGHT: "renderD128=300",
-                                    ann.MEMORY_MAX: f"renderD128={exact(limit)}",
-                                    ann.SHARE_IDS: "renderD128-s0,renderD128-s1,renderD128-s2"}
+                                    ann.MEMORY_MAX: f"renderD128={exact(limit)}"}
     assert three["envs"] == {} and three["devices"] == [] and three["mounts"] == []
     # no size known for renderD129: weight only
     assert one == {"cdi_devices": ["pycgpu.io/gpu=renderD129"],
-                   "annotations": {ann.WEIGHT: "renderD129=100",
-                                   ann.SHARE_IDS: "renderD129-s7"},
+                   "annotations": {ann.WEIGHT: "renderD129=100"},
                    "envs": {}, "devices": [], "mounts": []}
     assert spread["cdi_devices"] == ["pycgpu.io/gpu=renderD128", "pycgpu.io/gpu=renderD129"]
     assert spread["annotations"][ann.WEIGHT] == "renderD128=200,renderD129=100"
-    # the share IDs, for the exporter's pod labels: by device, then by index
-    assert spread["annotations"][ann.SHARE_IDS] == "renderD128-s5,renderD128-s6,renderD129-s0"
+    # no CDI spec of its own: no share devices (test_issue39_runtime_share_ids.py)
     # what the createRuntime hook makes of them
     request = ann.parse(three["annotations"], resolver(devices))
     assert request.settings.device_weights == {DevT(226, 128): 300}
@@ -495,8 +492,7 @@ def test_cli_plugin_process(sockdir, fake_sysfs):
         _node(sysfs, vgem, "renderD130", "226:130")
         kubelet.wait_devices(lambda d: ids("renderD130", 2) == d[-2:], "renderD130 added")
         (resp,) = kubelet.allocate(["renderD130-s0"])
-        assert dict(resp.annotations) == {ann.SHARE_IDS: "renderD130-s0",
-                                          ann.WEIGHT: "renderD130=100",
+        assert dict(resp.annotations) == {ann.WEIGHT: "renderD130=100",
                                           ann.MEMORY_MAX: "renderD130=512M"}
         (sysfs / "class" / "drm" / "renderD130").unlink()
         kubelet.wait_devices(lambda d: not any(i.startswith("renderD130") for i in d),
@@ -532,10 +528,14 @@ def test_the_cdi_spec_follows_gpus_that_come_and_go(sockdir, tmp_path):
                           cdi_spec=spec, cdi_hook=hook_command("/opt/pycgpu/bin/pycgpu"))
 
     def names() -> list[str]:
-        return [d["name"] for d in json.loads(spec.read_text())["devices"]]
+        """The GPUs' devices (those of their shares: checked once, below)."""
+        return [d["name"] for d in json.loads(spec.read_text())["devices"]
+                if "-s" not in d["name"]]
 
     plugin.refresh()
     assert names() == ["renderD128", "all"]
+    assert [d["name"] for d in json.loads(spec.read_text())["devices"]][2:] == ids(
+        "renderD128", 10)  # a device per share, whose hook entry carries its ID
     doc = json.loads(spec.read_text())
     assert doc["containerEdits"]["hooks"][0]["path"] == "/opt/pycgpu/bin/pycgpu"
     first = spec.stat().st_ino

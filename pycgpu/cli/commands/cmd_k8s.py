@@ -188,7 +188,7 @@ def inventory(state: State, shares: tuple[str, ...], weight_per_share: int,
               show_default=True, metavar="SECONDS",
               help="Rediscover render nodes this often (with udev: a safety net, 30s).")
 @click.option("--cdi-spec", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
-              help="Write the CDI spec of the advertised GPUs here (e.g. "
+              help="Write the CDI spec of the advertised GPUs and their shares here (e.g. "
                    "/etc/cdi/pycgpu.json), at start and whenever GPUs come or go.")
 @click.option("--cdi-hook-path", metavar="FILE", default="/opt/pycgpu/bin/pycgpu-hook",
               show_default=True,
@@ -214,7 +214,11 @@ def device_plugin(state: State, shares: tuple[str, ...], weight_per_share: int,
     `pycgpu cdi generate --hook` applies: the CDI spec must be in /etc/cdi
     on the node (--cdi-spec writes it, and writes it again, atomically, when
     GPUs come or go), and the runtime must pass the annotations
-    (docs/kubernetes.md).
+    (docs/kubernetes.md). With --cdi-spec the spec also has a device per
+    share, whose hook entry carries the share's ID, and Allocate names the
+    devices of the shares it grants: the hook records their IDs on the
+    container's cgroup for the exporter's pod labels (never from an
+    annotation, which a pod could forge).
 
     A wrong per-device entry or a missing device is logged on one line and
     left out; the kubelet's socket missing or refusing is logged and retried.
