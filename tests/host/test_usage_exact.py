@@ -444,7 +444,13 @@ def test_exporter_kernel_text(tmp_path):
         'pycgpu_exporter_errors{source="kernel"} 1',
         "# HELP pycgpu_scrape_errors_total " + exp_help("pycgpu_scrape_errors_total"),
         "# TYPE pycgpu_scrape_errors_total counter",
-        'pycgpu_scrape_errors_total{cgroup="/ai/broken"} 1']
+        'pycgpu_scrape_errors_total{cgroup="/ai/broken"} 1',
+        "# HELP pycgpu_exporter_connections_dropped_total "
+        + exp_help("pycgpu_exporter_connections_dropped_total"),
+        "# TYPE pycgpu_exporter_connections_dropped_total counter",
+        'pycgpu_exporter_connections_dropped_total{reason="disconnected"} 0',
+        'pycgpu_exporter_connections_dropped_total{reason="idle"} 0',
+        'pycgpu_exporter_connections_dropped_total{reason="over_limit"} 0']
     assert logged == ["gpu.stat of /ai/broken: not a number"]
     text = exp.scrape().decode()
     python = ".".join(map(str, sys.version_info[:3]))
