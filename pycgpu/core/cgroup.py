@@ -48,6 +48,10 @@ class CgroupError(Error, OSError):
         self.file = None if file is None else Path(file)
 
 
+class GroupMissing(CgroupError, FileNotFoundError):
+    """A group that does not exist (or went away) where one was listed."""
+
+
 class DelegatedRefusal(CgroupError):
     """A write to a delegated group's own interface file: the message says
     who may set it, so no generic fix applies."""
@@ -259,7 +263,16 @@ class Cgroup:
         return os.path.isdir(self.path)  # False, not an exception, for a too long path
 
     def children(self) -> Iterator[Cgroup]:
-        for entry in sorted(os.scandir(self.path), key=lambda e: e.name):
+        """The child groups, by name; :class:`GroupMissing` when this group
+        does not exist, :class:`CgroupError` when it cannot be listed."""
+        try:
+            with os.scandir(self.path) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as e:
+            cls = GroupMissing if e.errno in (errno.ENOENT, errno.ENOTDIR) else CgroupError
+            raise cls(e.errno or 0, f"reading {self.path}: {e.strerror}", READ,
+                      self.path) from None
+        for entry in entries:
             if entry.is_dir(follow_symlinks=False):
                 yield self.child(entry.name)
 

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .cgroup import CgroupError
+from .errors import file_error
 
 
 def _hold(fd: int) -> Iterator[None]:
@@ -55,12 +56,14 @@ def lock_path(path: Path) -> Path:
 @contextmanager
 def file_lock(path: Path) -> Iterator[None]:
     """An exclusive lock on @path (created empty if missing, never through a
-    symlink), waited for; OSError naming the lock file if it cannot be
-    opened. The lock file stays: removing it would let a later process lock
-    a new file while another still holds the old one."""
+    symlink), waited for; :class:`pycgpu.core.errors.FileError` naming the
+    lock file if it cannot be opened (:class:`~pycgpu.core.errors.FileMissing`,
+    a FileNotFoundError, when its directory does not exist). The lock file
+    stays: removing it would let a later process lock a new file while
+    another still holds the old one."""
     lock = lock_path(path)
     try:
         fd = os.open(lock, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
     except OSError as e:
-        raise OSError(e.errno, e.strerror, str(lock)) from None
+        raise file_error(OSError(e.errno, e.strerror, str(lock))) from None
     yield from _hold(fd)

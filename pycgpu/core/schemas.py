@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .errors import Error
 from .model import show_schema
 
 SHOW_V1 = "pycgpu.show/v1"
@@ -243,13 +244,20 @@ STAT_SCHEMA: dict[str, Any] = {
 SCHEMAS[STAT_V1] = STAT_SCHEMA
 
 
+class UnknownSchema(Error, KeyError):
+    """No schema by that name; the message lists the known ones."""
+
+    def __str__(self) -> str:  # KeyError's own quotes the message
+        return str(self.args[0])
+
+
 def get(name: str) -> dict[str, Any]:
     """The schema of @name: ``pycgpu.stat/v1``, ``stat/v1`` or ``stat``
-    (the latest version); KeyError if there is none."""
+    (the latest version); :class:`UnknownSchema` (a KeyError) if there is none."""
     key = name if name.startswith("pycgpu.") else f"pycgpu.{name}"
     if "/" not in key:
         versions = sorted(k for k in SCHEMAS if k.startswith(key + "/"))
-        if not versions:
-            raise KeyError(name)
-        key = versions[-1]
+        key = versions[-1] if versions else key
+    if key not in SCHEMAS:
+        raise UnknownSchema(f"no schema {name!r}; known: " + ", ".join(sorted(SCHEMAS)))
     return SCHEMAS[key]

@@ -126,6 +126,10 @@ class SourceError(Error, OSError):
     """A source that cannot work on this host; the message says why and the fix."""
 
 
+class UnknownSource(Error, ValueError):
+    """A source name that is none of :data:`SOURCES`."""
+
+
 def gpu_enabled_below(mount: Path) -> bool:
     """Whether the groups right below @mount have gpu.* files."""
     try:
@@ -170,7 +174,7 @@ def open_source(kind: str, mount: Path | None, proc: Path = Path("/proc"),
         from .fdinfo import FdinfoSource
 
         return FdinfoSource(proc=proc, sysfs=sysfs)
-    raise ValueError(f"unknown source {kind!r}; known: {', '.join(SOURCES)}")
+    raise UnknownSource(f"unknown source {kind!r}; known: {', '.join(SOURCES)}")
 
 
 # rates ------------------------------------------------------------------------

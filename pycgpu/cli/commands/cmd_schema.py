@@ -32,7 +32,6 @@ def schema(name: str | None) -> None:
         return
     try:
         doc = schemas.get(name)
-    except KeyError:
-        raise BadValue(f"no schema {name!r}; known: "
-                       + ", ".join(sorted(schemas.SCHEMAS))) from None
+    except schemas.UnknownSchema as e:
+        raise BadValue(str(e)) from None
     click.echo(json.dumps(doc, indent=2))
