@@ -27,6 +27,7 @@ DEFAULT_MOUNT = Path("/sys/fs/cgroup")
 
 
 NAME_MAX = 255  # bytes in one path component (cgroupfs: kernfs, like any Linux fs)
+PATH_MAX = 4096  # bytes in a path given to the kernel, its final NUL included
 
 
 READ, WRITE, MKDIR, RMDIR = "read", "write", "mkdir", "rmdir"
@@ -79,8 +80,9 @@ def find_mount(mountinfo: Path = Path("/proc/self/mountinfo")) -> Path:
 
 def check_relpath(relpath: str | PurePath) -> Path:
     """@relpath (relative to a cgroup root, leading and trailing / ignored)
-    as a Path, or :class:`InvalidPath`: no ``..``, and every component a name
-    cgroupfs takes (at most 255 bytes, no NUL, no newline). Every other
+    as a Path, or :class:`InvalidPath`: no ``..``, every component a name
+    cgroupfs takes (at most 255 bytes, no NUL, no newline), and the whole
+    shorter than PATH_MAX (at most 4095 bytes). Every other
     name is kept as given (``.hidden``, ``..foo``, ``...``); only ``.``
     components and repeated slashes go, as they name no other group. The
     root is ``Path(".")``, whose ``parts`` are empty."""
@@ -96,6 +98,9 @@ def check_relpath(relpath: str | PurePath) -> Path:
         if size > NAME_MAX:
             raise InvalidPath(f"{what}: the component {formats.shown(part)} is {size} bytes "
                               f"long, the limit is {NAME_MAX}")
+    size = len(str(rel).encode(errors="surrogateescape"))
+    if size >= PATH_MAX:
+        raise InvalidPath(f"{what} is {size} bytes long, the limit is {PATH_MAX - 1}")
     return rel
 
 

@@ -186,14 +186,21 @@ def _region(resolve: DeviceResolver, memory: Interface | None, text: str,
         raise InvalidRequest(f"{what}: {e}").because(UNKNOWN_DEVICE) from None
 
 
-def parse_settings(weights: tuple[str, ...] | list[str], priority: str | None,
+def parse_settings(weights: tuple[str, ...] | list[str],
+                   priority: str | tuple[str, ...] | list[str] | None,
                    memory_max: tuple[str, ...] | list[str], resolve: DeviceResolver,
                    names: Names = Names(), memory: Interface | None = None) -> Settings:
     """Settings from the texts of the knob options (``W``, ``DEV=W``,
-    ``DEV=default``; ``N``; ``DEV=SIZE`` or ``DEV:REGION=SIZE``), checked;
+    ``DEV=default``; ``N``, or the texts of a repeated option, of which there
+    must be one at most; ``DEV=SIZE`` or ``DEV:REGION=SIZE``), checked;
     raises :class:`InvalidRequest` naming the value as @names calls it.
     Memory limits name regions of @memory, the kernel's memory interface
     (None: gpu.memory.*, one region per device)."""
+    if priority is not None and not isinstance(priority, str):
+        if len(priority) > 1:
+            raise InvalidRequest(f"{names.priority} {formats.shown(priority[-1])}: the priority "
+                                 "is given twice")
+        priority = priority[0] if priority else None
     settings = Settings()
     for raw in weights:
         what = f"{names.weight} {formats.shown(raw)}"

@@ -25,6 +25,7 @@ recorded for the exporter's pod labels) sets no knob and is always accepted.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Iterable
@@ -59,14 +60,18 @@ def keys(texts: Iterable[str]) -> frozenset[str]:
 def load(path: Path) -> frozenset[str] | None:
     """The keys in the allow-list file @path; None when there is no such
     file. Raises :class:`AllowListError` for a file that is not a regular
-    file, is owned by another user than root or the current one, is
-    writable by its group or others, cannot be read, or names an unknown key."""
+    file (a symbolic link included: never followed), is owned by another
+    user than root or the current one, is writable by its group or others,
+    cannot be read, or names an unknown key."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
     except FileNotFoundError:
         return None
     except OSError as e:
-        raise AllowListError(f"cannot open the allow-list {path}: {e.strerror}") from None
+        # O_NOFOLLOW on a symlink: ELOOP ("Too many levels of symbolic links")
+        why = ("it is a symbolic link, not trusted (name the file itself)"
+               if e.errno == errno.ELOOP else e.strerror)
+        raise AllowListError(f"cannot open the allow-list {path}: {why}") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):

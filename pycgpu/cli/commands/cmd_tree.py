@@ -53,7 +53,9 @@ def knob_options(f: F) -> F:
     f = click.option("--memory-max", "memory_max", multiple=True, metavar="DEV=SIZE",
                      shell_complete=complete_dev_value,
                      help="GPU memory limit on DEV (512M, 2G, max). Repeatable.")(f)
-    f = click.option("--priority", metavar="N", help="Priority, -1023..1023.")(f)
+    # repeatable to refuse a second one, as a second default --weight is
+    f = click.option("--priority", "priority", multiple=True, metavar="N",
+                     help="Priority, -1023..1023.")(f)
     f = click.option("--weight", "weights", multiple=True, metavar="[DEV=]W",
                      shell_complete=complete_dev_value,
                      help="GPU time weight 1..10000, for all devices or DEV=W for one. "
@@ -104,7 +106,7 @@ def _plan_and_run(state: State, path: str, dry_run: bool, make_plan: Callable[[]
               help="Succeed if PATH exists: still enable gpu along the path and set the knobs.")
 @raise_option
 @pass_state
-def create(state: State, path: str, weights: tuple[str, ...], priority: str | None,
+def create(state: State, path: str, weights: tuple[str, ...], priority: tuple[str, ...],
            memory_max: tuple[str, ...], dry_run: bool, exist_ok: bool,
            raise_ancestors: bool) -> None:
     """Create the cgroup PATH with its missing parents, enable the gpu
@@ -135,7 +137,7 @@ def create(state: State, path: str, weights: tuple[str, ...], priority: str | No
 @knob_options
 @raise_option
 @pass_state
-def set_(state: State, path: str, weights: tuple[str, ...], priority: str | None,
+def set_(state: State, path: str, weights: tuple[str, ...], priority: tuple[str, ...],
          memory_max: tuple[str, ...], dry_run: bool, raise_ancestors: bool) -> None:
     """Change knobs of the existing cgroup PATH: all of them or, if the
     kernel refuses one, none (the ones already written are restored).

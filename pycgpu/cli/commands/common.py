@@ -252,7 +252,8 @@ pass_state = click.make_pass_decorator(State, ensure=True)
 
 
 def settings_from_options(
-    state: State, weights: tuple[str, ...], priority: str | None, memory_max: tuple[str, ...]
+    state: State, weights: tuple[str, ...], priority: str | tuple[str, ...] | None,
+    memory_max: tuple[str, ...]
 ) -> Settings:
     """Parse and check --weight/--priority/--memory-max; raises BadValue."""
     from ...core.knobs import InvalidRequest, Names, parse_settings

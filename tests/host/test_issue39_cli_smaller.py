@@ -1,0 +1,46 @@
+"""Issue 39, item 11 (the CLI's share): --priority given twice is an error
+as --weight twice is; a path over PATH_MAX is one short line and exit 2; a
+symlinked allow-list is reported as untrusted."""
+
+from __future__ import annotations
+
+import pytest
+from test_all_or_none import one_line_error
+
+from pycgpu.runtime import allowlist
+
+
+def test_priority_given_twice_is_an_error_as_weight_twice_is(cli):
+    cli.fake.make("a")
+    before = cli.fake.snapshot()
+    r = cli("set", "a", "--weight", "5", "--weight", "6", code=2)
+    assert "given twice" in one_line_error(r)
+    for command in ("set", "create"):
+        path = "a" if command == "set" else "b"
+        r = cli(command, path, "--priority", "1", "--priority", "2", code=2)
+        assert one_line_error(r) == "Error: --priority '2': the priority is given twice"
+    assert cli.fake.snapshot() == before
+
+
+@pytest.mark.parametrize("command", [["create"], ["set"], ["show"], ["rm"], ["stat"],
+                                     ["check", "--path"]])
+def test_a_path_over_path_max_is_one_short_line_and_exit_2(cli, command):
+    long = "/".join(["x" * 200] * 25)  # 5024 bytes, each component allowed
+    before = cli.fake.snapshot()
+    args = [*command, long] + (["--weight", "5"] if command[0] in ("create", "set") else [])
+    r = cli(*args, code=2)
+    line = one_line_error(r)
+    assert len(line) < 200 and "5024 bytes long, the limit is 4095" in line, line
+    assert cli.fake.snapshot() == before
+
+
+def test_a_symlinked_allow_list_is_untrusted(tmp_path):
+    real = tmp_path / "real.allow"
+    real.write_text("gpu.priority\n")
+    real.chmod(0o644)
+    link = tmp_path / "link.allow"
+    link.symlink_to(real)
+    with pytest.raises(allowlist.AllowListError) as info:
+        allowlist.load(link)
+    assert str(info.value) == (f"cannot open the allow-list {link}: it is a symbolic link, "
+                               "not trusted (name the file itself)")
