@@ -44,3 +44,16 @@ def test_a_symlinked_allow_list_is_untrusted(tmp_path):
         allowlist.load(link)
     assert str(info.value) == (f"cannot open the allow-list {link}: it is a symbolic link, "
                                "not trusted (name the file itself)")
+
+
+@pytest.mark.parametrize("command", ["patch", "generate"])
+def test_oci_priority_given_twice_is_an_error_as_in_create(cli, tmp_path, command):
+    """oci patch and oci generate take the knob options of create and set:
+    a second --priority is exit 2, nothing written."""
+    config = tmp_path / "config.json"
+    config.write_text("{}\n")
+    args = (["oci", "patch", str(config)] if command == "patch" else
+            ["oci", "generate", "--bundle", str(tmp_path / "b")])
+    r = cli(*args, "--priority", "1", "--priority", "2", code=2)
+    assert one_line_error(r) == "Error: --priority '2': the priority is given twice"
+    assert config.read_text() == "{}\n" and not (tmp_path / "b").exists()

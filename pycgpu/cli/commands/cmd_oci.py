@@ -142,7 +142,8 @@ def patch_options(f: F) -> F:
 
 
 def build_patch(state: State, devices: tuple[str, ...], weights: tuple[str, ...],
-                priority: str | None, memory_max: tuple[str, ...], cgroups_path: str | None,
+                priority: tuple[str, ...], memory_max: tuple[str, ...],
+                cgroups_path: str | None,
                 use_hook: bool, hook_path: str | None, image_check: str | None,
                 legacy_stanza: bool | None) -> Patch:
     """A Patch from the options; raises BadValue/Refused."""
@@ -207,7 +208,7 @@ def oci() -> None:
               help="Write the result to FILE ('-': stdout) instead of replacing CONFIG.")
 @pass_state
 def patch(state: State, config: Path, devices: tuple[str, ...], weights: tuple[str, ...],
-          priority: str | None, memory_max: tuple[str, ...], dry_run: bool,
+          priority: tuple[str, ...], memory_max: tuple[str, ...], dry_run: bool,
           cgroups_path: str | None, use_hook: bool, hook_path: str | None,
           image_check: str | None, legacy_stanza: bool | None, output: str | None) -> None:
     """Patch the runtime-spec CONFIG (a config.json, or a bundle directory
@@ -323,7 +324,7 @@ def _load(path: Path) -> Config:
 @pass_state
 def generate(state: State, bundle: Path, output: str | None, force: bool,
              terminal: bool | None, devices: tuple[str, ...], weights: tuple[str, ...],
-             priority: str | None, memory_max: tuple[str, ...], dry_run: bool,
+             priority: tuple[str, ...], memory_max: tuple[str, ...], dry_run: bool,
              cgroups_path: str | None, use_hook: bool, hook_path: str | None,
              image_check: str | None, legacy_stanza: bool | None,
              command: tuple[str, ...]) -> None:
