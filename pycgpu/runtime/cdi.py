@@ -10,7 +10,8 @@ for (:mod:`pycgpu.runtime.annotations`) to its cgroup.
 
 The Kubernetes device plugin's spec also has a device per GPU share
 (``pycgpu.io/gpu=renderD128-s3``) whose only edit is a hook entry carrying
-the share's ID (``pycgpu-hook --share-id renderD128-s3``): Allocate names
+the share's ID (``/bin/true pycgpu-share-id=renderD128-s3``, a trivial
+host program the runtime runs in no time): Allocate names
 the devices of the shares it grants, the runtime copies their entries into
 the container's config, and the hook records the IDs it finds there for the
 exporter's pod labels. A pod can set annotations but cannot write hook
@@ -23,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import Error
-from .oci import CONTAINER_DRI, DEVICE_ACCESS, HookCommand
+from .oci import CONTAINER_DRI, DEVICE_ACCESS, HookCommand, share_id_entry
 
 if TYPE_CHECKING:
     from ..core.devices import Device
@@ -57,22 +58,21 @@ def spec(devices: list[Device], hook: HookCommand | None = None,
     createRuntime @hook in the spec-wide edits (applied to every container
     that gets one of these devices) when given, and for each ID of
     @share_ids (by render node name: the device plugin's shares) a device
-    named after it whose edit is @hook's entry carrying the ID
-    (:meth:`pycgpu.runtime.oci.HookCommand.with_share_id`).
+    named after it whose edit is a hook entry carrying the ID
+    (:func:`pycgpu.runtime.oci.share_id_entry`; @hook records it).
     :class:`SpecError` without devices, or with share IDs but no hook."""
     if not devices:
         raise SpecError("no render nodes to describe")
     if share_ids and hook is None:
-        raise SpecError("share devices carry their IDs in the hook's entries: give the hook")
+        raise SpecError("share devices carry IDs that only the hook records: give the hook")
     entries: list[dict[str, Any]] = [
         {"name": d.name, "containerEdits": {"deviceNodes": [device_node(d)]}} for d in devices]
     entries.append({"name": ALL,
                     "containerEdits": {"deviceNodes": [device_node(d) for d in devices]}})
     for d in devices:
         for share in (share_ids or {}).get(d.name, ()):
-            assert hook is not None
             entries.append({"name": share, "containerEdits": {"hooks": [
-                {"hookName": "createRuntime", **hook.with_share_id(share).oci()}]}})
+                {"hookName": "createRuntime", **share_id_entry(share)}]}})
     doc: dict[str, Any] = {"cdiVersion": CDI_VERSION, "kind": KIND, "devices": entries}
     if hook is not None:
         doc["containerEdits"] = {"hooks": [{"hookName": "createRuntime", **hook.oci()}]}

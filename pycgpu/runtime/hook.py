@@ -201,7 +201,7 @@ def container_devts(config: dict[str, Any]) -> set[Any]:
 
 def granted_share_ids(config: dict[str, Any]) -> tuple[str, ...]:
     """The share IDs the device plugin granted the container: those its
-    config's pycgpu hook entries carry (``--share-id ID``, from the plugin's
+    config's hook entries carry (``pycgpu-share-id=ID``, from the plugin's
     CDI devices; :func:`pycgpu.runtime.oci.share_id_of`), in order, once
     each. Only the runtime writes hook entries; an annotation, which a pod
     can set, never counts."""
@@ -338,24 +338,14 @@ def _memory(mount: Path, sysfs_root: Path, dev_root: Path) -> Any:
 
 def execute(data: bytes, *, allow: Collection[str], allow_list: Path, mount: Callable[[], Path],
             resolve: Callable[[str], Any], sysfs_root: Path, dev_root: Path, proc_root: Path,
-            prog: str = PROG, share_id: str | None = None) -> int:
+            prog: str = PROG) -> int:
     """One run of the hook as the runtime starts it, on the state @data:
     the node's allow-list @allow_list plus @allow, then :func:`run`. Errors
     and warnings go to stderr, one line each, named by @prog; returns the
-    exit code (0, or EXIT_*). With @share_id, the run of an entry that only
-    carries that ID (:func:`granted_share_ids`): nothing to do."""
+    exit code (0, or EXIT_*)."""
     from . import allowlist, imagecheck
-    from .kubepods import SHARE_ID
 
     out = sys.stderr
-    if share_id is not None:
-        if SHARE_ID.fullmatch(share_id):
-            return 0
-        from ..core.formats import shown
-
-        print(f"Error: {prog}: --share-id {shown(share_id)} is not a share ID (renderDN-sK)",
-              file=out)
-        return EXIT_BAD_INPUT
     try:
         allowed = allowlist.for_hook(allow, allow_list)
     except allowlist.AllowListError as e:
@@ -375,7 +365,6 @@ def execute(data: bytes, *, allow: Collection[str], allow_list: Path, mount: Cal
 
 
 USAGE = f"""usage: {PROG} [--allow KEY]... [--allow-list FILE] [--cgroup-root DIR]
-       {PROG} --share-id ID
 
 The OCI createRuntime hook: applies a container's pycgpu.io/* annotations
 to its cgroup. The container runtime runs it with the container's OCI
@@ -387,9 +376,6 @@ state on stdin (pycgpu oci hook --help says what it accepts and does).
                       default {ALLOW_LIST}]
   --cgroup-root DIR   the cgroup2 mount [$PYCGPU_CGROUP_ROOT; default: the
                       first cgroup2 mount]
-  --share-id ID       this entry only carries a share ID the device plugin
-                      granted (its CDI device's hook): does nothing; the
-                      entry without it records the container's share IDs
 
 Exit codes: 0 applied (or nothing to do); 1 the host refused or lacks
 something; 2 bad state or annotations; 3 the image check failed.
@@ -399,7 +385,6 @@ something; 2 bad state or annotations; 3 the image check failed.
 def _options(argv: Sequence[str]) -> dict[str, list[str]] | None:
     """The options of @argv by name, or None for anything else (usage error)."""
     names = {"--allow": "allow", "--allow-list": "allow_list", "--cgroup-root": "cgroup_root",
-             "--share-id": "share_id",
              "--proc-root": "proc_root", "--sysfs-root": "sysfs_root", "--dev-root": "dev_root"}
     out: dict[str, list[str]] = {}
     args = list(argv)
@@ -462,8 +447,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                        allow_list=Path(last("allow_list", "PYCGPU_ALLOW_LIST", str(ALLOW_LIST))
                                        or ALLOW_LIST),
                        mount=mount, resolve=resolve, sysfs_root=sysfs_root, dev_root=dev_root,
-                       proc_root=Path(last("proc_root", "PYCGPU_PROC_ROOT", "/proc") or "/proc"),
-                       share_id=opts["share_id"][-1] if "share_id" in opts else None)
+                       proc_root=Path(last("proc_root", "PYCGPU_PROC_ROOT", "/proc") or "/proc"))
     except CgroupError as e:  # no cgroup2 mount
         print(f"Error: {PROG}: {e.strerror or e}", file=sys.stderr)
         return EXIT_REFUSED

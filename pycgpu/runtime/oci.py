@@ -266,11 +266,16 @@ class DeviceNode:
 
 
 HOOK_PROGRAM = "pycgpu-hook"  # pycgpu.runtime.hook:main
-# options after the hook's command: --allow KEY (an annotation the entry's
-# author allows), --share-id ID (an entry that only carries a share ID the
-# device plugin granted: pycgpu.runtime.cdi)
-ALLOW, SHARE_ID = "--allow", "--share-id"
-_TRAILING = (ALLOW, SHARE_ID)
+ALLOW = "--allow"  # after the hook's command: an annotation the entry's author allows
+
+# A share ID the device plugin granted travels in a hook entry of its own,
+# the edit of the share's CDI device (pycgpu.runtime.cdi): the runtime runs
+# it at every container start, so it runs a trivial host program (a fork and
+# an exec, not a Python start per share) with the ID as an argument that
+# program ignores. The hook reads the IDs from the container's config
+# (share_id_of), where a pod cannot write.
+SHARE_ID_PROGRAM = "/bin/true"
+SHARE_ID_ARG = "pycgpu-share-id="
 
 
 @dataclass(frozen=True)
@@ -284,18 +289,33 @@ class HookCommand:
     def oci(self) -> dict[str, Any]:
         return {"path": self.path, "args": list(self.args)}
 
-    def with_share_id(self, share_id: str) -> HookCommand:
-        """The entry that carries @share_id: this command (without its
-        ``--allow`` options) with ``--share-id ID``. The runtime runs it, and
-        it does nothing: the hook reads the IDs of these entries from the
-        container's config (:func:`share_id_of`), where a pod cannot write."""
-        return HookCommand(self.path, (*_command(self.args), SHARE_ID, share_id))
+
+def share_id_entry(share_id: str) -> dict[str, Any]:
+    """The hook entry that carries @share_id: ``/bin/true
+    pycgpu-share-id=ID`` (:data:`SHARE_ID_PROGRAM`), read back by
+    :func:`share_id_of`."""
+    return {"path": SHARE_ID_PROGRAM,
+            "args": [os.path.basename(SHARE_ID_PROGRAM), SHARE_ID_ARG + share_id]}
+
+
+def share_id_of(entry: dict[str, Any]) -> str | None:
+    """The share ID a hook entry carries (:func:`share_id_entry`): the text
+    after ``pycgpu-share-id=`` of its one argument, whatever program it
+    runs; None for any other entry. The one rule of what the hook takes for
+    a granted share ID: an entry's ``args``, never its ``env`` nor an
+    annotation."""
+    args = entry.get("args")
+    if not isinstance(args, list) or len(args) != 2 or not isinstance(args[1], str):
+        return None
+    if not args[1].startswith(SHARE_ID_ARG):
+        return None
+    return args[1][len(SHARE_ID_ARG):]
 
 
 def _command(args: list[Any] | tuple[Any, ...]) -> list[Any]:
-    """@args without the trailing ``--allow KEY`` and ``--share-id ID`` options."""
+    """@args without the trailing ``--allow KEY`` options."""
     end = len(args)
-    while end >= 2 and args[end - 2] in _TRAILING:
+    while end >= 2 and args[end - 2] == ALLOW:
         end -= 2
     return list(args[:end])
 
@@ -537,8 +557,8 @@ def _add_devices(linux: dict[str, Any], nodes: list[DeviceNode]) -> list[str]:
 def is_pycgpu_hook(entry: dict[str, Any]) -> bool:
     """Whether a hook entry runs pycgpu's hook, whatever its path:
     ``pycgpu-hook``, ``pycgpu oci hook`` (the script, or ``python -m
-    pycgpu``) or ``python -m pycgpu.runtime.hook``; ``--allow KEY`` and
-    ``--share-id ID`` options after it."""
+    pycgpu``) or ``python -m pycgpu.runtime.hook``; ``--allow KEY``
+    options after it."""
     args = entry.get("args")
     if not isinstance(args, list):
         return False
@@ -551,17 +571,6 @@ def is_pycgpu_hook(entry: dict[str, Any]) -> bool:
         return True
     return len(head) == 1 and (base.startswith(HOOK_PROGRAM)
                                or (isinstance(head[0], str) and head[0].startswith(HOOK_PROGRAM)))
-
-
-def share_id_of(entry: dict[str, Any]) -> str | None:
-    """The share ID a hook entry carries (:meth:`HookCommand.with_share_id`):
-    the value of its ``--share-id`` if it runs pycgpu's hook, else None."""
-    if not is_pycgpu_hook(entry):
-        return None
-    args = entry["args"]
-    ids = [args[i + 1] for i in range(len(_command(args)), len(args) - 1, 2)
-           if args[i] == SHARE_ID]
-    return ids[-1] if ids and isinstance(ids[-1], str) else None
 
 
 def _pop_all(table: Any, keys: list[str], where: str, why: str = "") -> list[str]:
@@ -597,7 +606,7 @@ def _add_hook(doc: dict[str, Any], patch: Patch) -> list[str]:
     hooks = _array(_object(doc, "hooks", "hooks"), "createRuntime", "hooks.createRuntime")
     entry = patch.hook.oci()
     # the entry that applies the knobs; those that carry share IDs stay
-    ours = [i for i, h in enumerate(hooks) if is_pycgpu_hook(h) and share_id_of(h) is None]
+    ours = [i for i, h in enumerate(hooks) if is_pycgpu_hook(h)]
     if [hooks[i] for i in ours] == [entry]:
         return changes
     for i in reversed(ours):
@@ -616,7 +625,8 @@ def unpatch(doc: dict[str, Any], keep_devices: bool = False) -> list[str]:
     """Remove what patches added to @doc, in place: the knobs' files in
     ``linux.resources.unified`` (:data:`KNOB_FILES`: gpu.weight,
     gpu.priority, gpu.memory.max, dmem.max), the ``pycgpu.io/`` annotations, the hook
-    entries that run ``pycgpu oci hook``, ``linux.resources.gpu`` and, unless
+    entries that run ``pycgpu oci hook`` or carry a share ID
+    (:func:`share_id_entry`), ``linux.resources.gpu`` and, unless
     @keep_devices, the render nodes of ``linux.devices`` with their allow
     rules. ``linux.cgroupsPath`` and ``process`` stay. Returns the changes;
     raises :class:`ConfigError` (with @doc untouched) for a field of the
@@ -630,7 +640,8 @@ def unpatch(doc: dict[str, Any], keep_devices: bool = False) -> list[str]:
     hooks_obj = doc.get("hooks")
     hooks = hooks_obj.get("createRuntime") if isinstance(hooks_obj, dict) else None
     if isinstance(hooks, list):
-        for i in reversed([i for i, h in enumerate(hooks) if is_pycgpu_hook(h)]):
+        for i in reversed([i for i, h in enumerate(hooks)
+                           if is_pycgpu_hook(h) or share_id_of(h) is not None]):
             old = hooks.pop(i)
             changes.append(f"remove hooks.createRuntime {' '.join(map(str, old['args']))} "
                            f"({old.get('path')})")

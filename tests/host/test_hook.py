@@ -413,12 +413,10 @@ def test_the_hook_records_the_share_ids(cli, ctr):
     go on the container's cgroup, for the exporter's pod labels
     (pycgpu.k8s.podresources); whatever the node's allow-list."""
     from pycgpu.k8s.podresources import share_ids_of
-    from pycgpu.runtime.oci import hook_command
+    from pycgpu.runtime.oci import share_id_entry as carrier
 
-    carrier = hook_command("/opt/pycgpu/bin/pycgpu-hook").with_share_id
     config = json.loads((ctr / "config.json").read_text())
-    config["hooks"] = {"createRuntime": [carrier("renderD128-s0").oci(),
-                                         carrier("renderD128-s1").oci()]}
+    config["hooks"] = {"createRuntime": [carrier("renderD128-s0"), carrier("renderD128-s1")]}
     (ctr / "config.json").write_text(json.dumps(config))
     hook(cli, state(ctr, {"pycgpu.io/gpu.weight": "renderD128=300"}))
     assert share_ids_of(cli.fake.root / SCOPE) == ("renderD128-s0", "renderD128-s1")
@@ -426,7 +424,7 @@ def test_the_hook_records_the_share_ids(cli, ctr):
     allow.write_text("gpu.weight\n")
     allow.chmod(0o644)
     cli.env["PYCGPU_ALLOW_LIST"] = str(allow)
-    config["hooks"]["createRuntime"] = [carrier("renderD128-s4").oci()]
+    config["hooks"]["createRuntime"] = [carrier("renderD128-s4")]
     (ctr / "config.json").write_text(json.dumps(config))
     hook(cli, state(ctr, {"pycgpu.io/gpu.weight": "renderD128=200"}))
     assert share_ids_of(cli.fake.root / SCOPE) == ("renderD128-s4",)

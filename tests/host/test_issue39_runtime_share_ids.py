@@ -1,7 +1,8 @@
 """Share IDs come only from what the device plugin granted (issue 39, item
 6). The plugin's CDI spec has a device per share (``pycgpu.io/gpu=
 renderD128-s3``) whose own edits are a hook entry carrying the ID
-(``pycgpu-hook --share-id renderD128-s3``); Allocate names those devices, the
+(``/bin/true pycgpu-share-id=renderD128-s3``: a trivial host program, not a
+Python start per share at every container start); Allocate names those devices, the
 runtime puts their hook entries in the container's config.json, where a pod
 cannot write, and the hook records the IDs it finds there. A
 ``pycgpu.io/share-ids`` annotation, which a pod can set where the runtime
@@ -58,8 +59,8 @@ def test_the_spec_has_a_device_per_share_carrying_its_id(inventory):
     assert cdi_errors(spec) == []
     by_name = {d["name"]: d for d in spec["devices"]}
     assert by_name["renderD128-s3"]["containerEdits"] == {"hooks": [{
-        "hookName": "createRuntime", "path": "/opt/pycgpu/bin/pycgpu-hook",
-        "args": ["pycgpu-hook", "--share-id", "renderD128-s3"]}]}
+        "hookName": "createRuntime", "path": "/bin/true",
+        "args": ["true", "pycgpu-share-id=renderD128-s3"]}]}
     assert [n for n in by_name if n.startswith("renderD129-")] == [
         f"renderD129-s{i}" for i in range(4)]
     assert spec["containerEdits"]["hooks"][0]["args"] == ["pycgpu-hook"]
@@ -109,33 +110,37 @@ def test_the_annotation_is_not_an_allowed_key():
     assert request.ignored == [ann.SHARE_IDS] and request.is_empty()
 
 
-@pytest.mark.parametrize("argv", [["oci", "hook", "--share-id", "renderD128-s3"]])
-def test_a_share_hook_entry_itself_does_nothing(cli, ctr, argv):  # noqa: F811
-    """The runtime runs each share device's hook entry too: it only carries
-    its ID (the spec-wide entry records them all); it reads its stdin."""
+def test_a_share_entry_runs_a_trivial_host_program_not_pycgpu():
+    """The runtime runs each share device's hook entry at every container
+    start: it is /bin/true with the ID as an argument it ignores (a fork and
+    an exec, not a Python start of about 50-100 ms per share)."""
+    import subprocess
+
+    entry = oci.share_id_entry("renderD128-s3")
+    assert entry == {"path": "/bin/true", "args": ["true", "pycgpu-share-id=renderD128-s3"]}
+    assert not oci.is_pycgpu_hook(entry)
+    done = subprocess.run(entry["args"], executable=entry["path"], stdin=subprocess.DEVNULL,
+                          capture_output=True, timeout=10, check=False)
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+
+
+def test_the_hook_has_no_share_id_option(cli, monkeypatch, capsys):
+    """pycgpu's hook no longer runs once per share: --share-id is unknown."""
     from click.testing import CliRunner
 
     from pycgpu.cli import main
 
-    before = cli.fake.snapshot()
-    r = CliRunner().invoke(main, argv, input=json.dumps(state(ctr, {"pycgpu.io/gpu.weight":
-                                                                    "300"})), env=cli.env)
-    assert (r.exit_code, r.output) == (0, "")
-    assert cli.fake.snapshot() == before and cli.fake.log == []
-    r = CliRunner().invoke(main, ["oci", "hook", "--share-id", "../x"], input="{}", env=cli.env)
-    assert (r.exit_code, r.output) == (2, "Error: pycgpu oci hook: --share-id '../x' is not a "
-                                          "share ID (renderDN-sK)\n")
-
-
-def test_pycgpu_hook_takes_share_id_too(monkeypatch, capsys):
+    r = CliRunner().invoke(main, ["oci", "hook", "--share-id", "renderD128-s3"], input="{}",
+                           env=cli.env)
+    assert r.exit_code == 2 and "No such option '--share-id'" in r.output
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b'{"id": "c"}')))
-    assert hookmod.main(["--share-id", "renderD128-s3"]) == 0
-    assert capsys.readouterr() == ("", "")
+    assert hookmod.main(["--share-id", "renderD128-s3"]) == 2
+    assert "--share-id" not in capsys.readouterr().err
 
 
 def test_patch_and_unpatch_know_the_share_entries():
-    carrier = HOOK.with_share_id("renderD128-s1").oci()
-    assert oci.is_pycgpu_hook(carrier) and oci.share_id_of(carrier) == "renderD128-s1"
+    carrier = oci.share_id_entry("renderD128-s1")
+    assert oci.share_id_of(carrier) == "renderD128-s1"
     assert oci.share_id_of(HOOK.oci()) is None
     doc = {"hooks": {"createRuntime": [carrier]}}
     oci.apply(doc, oci.Patch(hook=HOOK))
@@ -144,9 +149,27 @@ def test_patch_and_unpatch_know_the_share_entries():
     assert doc["hooks"]["createRuntime"] == []
 
 
-def test_only_pycgpu_hook_entries_carry_ids():
-    """A hook entry of another program with the same arguments carries nothing."""
-    other = {"path": "/usr/bin/other", "args": ["other", "--share-id", "renderD128-s0"]}
-    assert oci.share_id_of(other) is None
-    doc = {"hooks": {"createRuntime": [other, HOOK.with_share_id("renderD129-s2").oci()]}}
+@pytest.mark.parametrize("entry", [
+    {"path": "/usr/bin/other", "args": ["other", "--share-id", "renderD128-s0"]},
+    # the entry of the first version (a Python start per share): no longer read
+    {"path": "/opt/pycgpu/bin/pycgpu-hook", "args": ["pycgpu-hook", "--share-id",
+                                                     "renderD128-s0"]},
+    {"path": "/bin/true", "args": ["true", "pycgpu-share-id=renderD128-s0", "x"]},
+    {"path": "/bin/true", "args": ["true", "x", "pycgpu-share-id=renderD128-s0"]},
+    {"path": "/bin/true", "args": ["true"], "env": ["pycgpu-share-id=renderD128-s0"]},
+    {"path": "/bin/true", "args": ["true", " pycgpu-share-id=renderD128-s0"]},
+    {"path": "/bin/true", "args": "true pycgpu-share-id=renderD128-s0"},
+])
+def test_only_share_entries_carry_ids(entry):
+    """An entry of another form, or an ID in its env, carries nothing."""
+    assert oci.share_id_of(entry) is None
+    doc = {"hooks": {"createRuntime": [entry, oci.share_id_entry("renderD129-s2")]}}
     assert hookmod.granted_share_ids(doc) == ("renderD129-s2",)
+
+
+def test_the_docs_name_the_share_entry_as_it_is():
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    for page in ("kubernetes.md", "runtimes.md", "commands.md"):
+        text = (docs / page).read_text()
+        assert "--share-id" not in text, page
+    assert "`/bin/true pycgpu-share-id=renderD128-s0`" in (docs / "kubernetes.md").read_text()

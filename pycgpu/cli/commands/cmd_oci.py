@@ -364,15 +364,10 @@ def generate(state: State, bundle: Path, output: str | None, force: bool,
               show_default=True,
               help="The node's allow-list: one annotation key per line, a root-owned file "
                    "writable by root only (absent: gpu.weight, gpu.memory.max, image-check).")
-@click.option("--share-id", metavar="ID",
-              help="This entry only carries a share ID the device plugin granted (the "
-                   "hook of its CDI device pycgpu.io/gpu=ID): it does nothing; the entry "
-                   "without it records the container's share IDs.")
 @click.option("--proc-root", type=click.Path(file_okay=False, path_type=Path),
               envvar="PYCGPU_PROC_ROOT", default="/proc", hidden=True)
 @pass_state
-def hook(state: State, allow: tuple[str, ...], allow_list: Path, share_id: str | None,
-         proc_root: Path) -> None:
+def hook(state: State, allow: tuple[str, ...], allow_list: Path, proc_root: Path) -> None:
     """Run by the container runtime as a createRuntime hook, with the
     container's OCI state on stdin: applies the container's pycgpu.io/*
     annotations to its cgroup. Only these are accepted:
@@ -398,8 +393,8 @@ def hook(state: State, allow: tuple[str, ...], allow_list: Path, share_id: str |
 
     Under Kubernetes it records the share IDs the device plugin granted on
     the container's cgroup, for the exporter's pod labels: those of the
-    config's pycgpu hook entries with --share-id (one per share, from the
-    plugin's CDI devices; a pod cannot write hook entries). A
+    config's hook entries that run /bin/true pycgpu-share-id=ID (one per
+    share, from the plugin's CDI devices; a pod cannot write hook entries). A
     pycgpu.io/share-ids annotation, which a pod could forge, is ignored.
 
     Exit codes: 0 applied (or nothing to do); 1 the host refused or lacks
@@ -425,6 +420,6 @@ def hook(state: State, allow: tuple[str, ...], allow_list: Path, share_id: str |
     code = hookmod.execute(stdin.buffer.read(), allow=allow, allow_list=allow_list,
                            mount=lambda: state.mount, resolve=state.resolve_devt,
                            sysfs_root=state.sysfs_root, dev_root=state.dev_root,
-                           proc_root=proc_root, prog="pycgpu oci hook", share_id=share_id)
+                           proc_root=proc_root, prog="pycgpu oci hook")
     if code:
         raise click.exceptions.Exit(code)
