@@ -19,8 +19,10 @@ tell who wrote them. So the knobs it applies are those on the allow-list:
    run any command as root anyway; pods cannot add hook entries.
 
 An annotation outside the allow-list refuses the container (fail closed):
-nothing is applied. ``pycgpu.io/share-ids`` (the device plugin's share IDs,
-recorded for the exporter's pod labels) sets no knob and is always accepted.
+nothing is applied. ``pycgpu.io/share-ids`` is no key at all: share IDs
+come from the hook entries of the device plugin's per-share CDI devices
+(:func:`pycgpu.runtime.oci.share_id_of`), which a pod cannot write, and the
+hook ignores the annotation with a warning (:mod:`pycgpu.runtime.annotations`).
 """
 
 from __future__ import annotations

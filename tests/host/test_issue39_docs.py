@@ -1,0 +1,59 @@
+"""Issue 39's documentation: what the allow-list, the monitoring and the
+library pages say about share IDs and errors matches the code."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+from pycgpu.core.errors import Error
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+MODULES = {"errors": "core", "cgroup": "core", "knobs": "core", "formats": "core",
+           "devices": "core", "memory": "core", "schemas": "core", "jsontext": "core",
+           "oci": "runtime", "cdi": "runtime", "annotations": "runtime", "allowlist": "runtime",
+           "hook": "runtime", "monitoring": None}
+
+
+def test_the_allow_list_no_longer_accepts_share_ids():
+    from pycgpu.runtime import allowlist
+
+    doc = " ".join((allowlist.__doc__ or "").split())
+    assert "always accepted" not in doc
+    assert "``pycgpu.io/share-ids`` is no key at all" in doc
+
+
+def test_monitoring_says_where_share_ids_come_from():
+    text = " ".join((DOCS / "monitoring.md").read_text().split())
+    assert "`Allocate` adds `pycgpu.io/share-ids" not in text
+    for words in ("the per-share CDI devices of the shares it grants",
+                  "which a pod cannot write",
+                  "A `pycgpu.io/share-ids` annotation, which a pod can forge where pod "
+                  "annotations reach the runtime, is ignored",
+                  "This needs the plugin's `--cdi-spec`"):
+        assert words in text, words
+
+
+def _errors_table() -> str:
+    text = (DOCS / "library.md").read_text()
+    return text.split("| Error | also a | raised for |")[1].split("\n\n")[0]
+
+
+@pytest.mark.parametrize("name", ["errors.FileError", "errors.FileMissing",
+                                  "cgroup.GroupMissing", "schemas.UnknownSchema",
+                                  "monitoring.UnknownSource", "cdi.SpecError"])
+def test_the_library_page_lists_the_new_error_classes(name):
+    assert f"`{name}`" in _errors_table()
+
+
+def test_every_error_the_library_page_lists_is_one():
+    names = re.findall(r"`(\w+)\.([A-Z]\w+)`", _errors_table())
+    assert len(names) >= 20
+    for module, cls in names:
+        package = MODULES[module]
+        path = f"pycgpu.{package}.{module}" if package else f"pycgpu.{module}"
+        found = getattr(importlib.import_module(path), cls)
+        assert issubclass(found, Error), f"{module}.{cls}"
