@@ -53,6 +53,7 @@ class DevT(NamedTuple):
 # ASCII digits only, as the kernel's kstrto*(): \d takes other scripts' digits, int() "1_000"
 _DEVT = re.compile(r"([0-9]{1,10}):([0-9]{1,10})")
 _INT = re.compile(r"[+-]?[0-9]+")
+_WHOLE = re.compile(r"[0-9]+")
 # the kernel's dev_t: 12-bit major, 20-bit minor
 _MAJOR_MAX, _MINOR_MAX = (1 << 12) - 1, (1 << 20) - 1
 
@@ -81,14 +82,6 @@ def shown(text: str, limit: int = 40) -> str:
     return repr(text[:limit]) + f"... ({len(text)} characters)"
 
 
-def _int(text: str, what: str) -> int:
-    if len(text) > _DIGITS_MAX + 1:
-        raise FormatError(f"{what}: {shown(text)} is not a 64-bit integer")
-    if not _INT.fullmatch(text):
-        raise FormatError(f"{what}: {shown(text)} is not an integer")
-    return int(text, 10)
-
-
 def decode(data: bytes, what: str) -> str:
     """The text of a kernel file; :class:`FormatError` when it is not UTF-8."""
     try:
@@ -98,14 +91,21 @@ def decode(data: bytes, what: str) -> str:
                           f"{e.start})") from None
 
 
-def parse_number(text: str, what: str, expected: str) -> int:
-    """An integer given by a person (an option or an annotation value); the
-    message names @what and says what is @expected."""
+def parse_number(text: str, what: str, expected: str | None = None, *, signed: bool = True,
+                 digits: int = _DIGITS_MAX) -> int:
+    """The one parser of pycgpu's integers, in decimal ASCII digits: the
+    kernel's files, a person's values (an option, an annotation, the device
+    plugin's settings). Whitespace around is ignored; a sign only when
+    @signed; at most @digits significant digits (leading zeros are not
+    counted; longer is out of range, refused before int() sees it).
+    :class:`FormatError` naming @what, saying what is @expected when given."""
     t = text.strip()
-    if not _INT.fullmatch(t):
-        raise FormatError(f"{what}: {shown(t)} is not an integer (give {expected})")
-    if len(t.lstrip("+-").lstrip("0")) > _DIGITS_MAX:
-        raise FormatError(f"{what}: {shown(t)} is out of range (give {expected})")
+    give = f" (give {expected})" if expected else ""
+    if not (_INT if signed else _WHOLE).fullmatch(t):
+        noun = "an integer" if signed else "a whole number"
+        raise FormatError(f"{what}: {shown(t)} is not {noun}{give}")
+    if len(t.lstrip("+-").lstrip("0")) > digits:
+        raise FormatError(f"{what}: {shown(t)} is out of range{give}")
     return int(t, 10)
 
 
@@ -117,7 +117,8 @@ def _lines(text: str) -> list[str]:
 
 
 def parse_int(text: str, what: str = "value") -> int:
-    return _int(text.strip(), what)
+    """A kernel file's integer (:func:`parse_number`)."""
+    return parse_number(text, what)
 
 
 def check_priority(value: int) -> int:
@@ -155,12 +156,12 @@ def parse_weight(text: str) -> Weights:
     first = lines[0].split()
     if len(first) != 2 or first[0] != DEFAULT:
         raise FormatError(f"gpu.weight must start with 'default W', not {lines[0]!r}")
-    weights = Weights(default=_int(first[1], "default weight"))
+    weights = Weights(default=parse_number(first[1], "default weight"))
     for line in lines[1:]:
         words = line.split()
         if len(words) != 2:
             raise FormatError(f"gpu.weight line {line!r} is not 'MAJ:MIN W'")
-        weights.devices[DevT.parse(words[0])] = _int(words[1], f"weight of {words[0]}")
+        weights.devices[DevT.parse(words[0])] = parse_number(words[1], f"weight of {words[0]}")
     return weights
 
 
@@ -262,7 +263,7 @@ def parse_flat_keyed(text: str) -> dict[DevT, int | None]:
         words = line.split()
         if len(words) != 2:
             raise FormatError(f"line {line!r} is not 'MAJ:MIN VALUE'")
-        out[DevT.parse(words[0])] = None if words[1] == MAX else _int(words[1], words[0])
+        out[DevT.parse(words[0])] = None if words[1] == MAX else parse_number(words[1], words[0])
     return out
 
 
@@ -279,7 +280,7 @@ def _nested(line: str, words: list[str]) -> dict[str, int]:
         key, sep, value = word.partition("=")
         if not sep or not key:
             raise FormatError(f"{word!r} in line {line!r} is not KEY=VALUE")
-        keys[key] = _int(value, key)
+        keys[key] = parse_number(value, key)
     return keys
 
 
@@ -303,7 +304,7 @@ def parse_region_keyed(text: str) -> dict[str, int | None]:
         if len(words) != 2:
             raise FormatError(f"line {line!r} is not 'REGION VALUE'")
         # dmem's region names ("drm/<device>/<region>") are any blank-free text
-        out[words[0]] = None if words[1] == MAX else _int(words[1], words[0])
+        out[words[0]] = None if words[1] == MAX else parse_number(words[1], words[0])
     return out
 
 

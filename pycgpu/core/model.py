@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from . import formats
@@ -103,17 +104,14 @@ class KernelFile:
         raise formats.FormatError(f"{self.name} is not a setting pycgpu writes back")
 
 
-def _int(name: str) -> Callable[[str], int]:
-    return lambda text: formats.parse_int(text, name)
-
-
 FILES: tuple[KernelFile, ...] = (
     KernelFile("gpu.weight", "weight", formats.parse_weight, SETTING, ("weight",),
                _weight_json, {"type": "object", "required": ["default", "devices"],
                               "properties": {"default": _INT, "devices": _per_device(_INT)}}),
-    KernelFile("gpu.priority", "priority", _int("gpu.priority"), SETTING, ("priority",),
-               _same, _INT),
-    KernelFile("gpu.priority.effective", "priority_effective", _int("gpu.priority.effective"),
+    KernelFile("gpu.priority", "priority", partial(formats.parse_number, what="gpu.priority"),
+               SETTING, ("priority",), _same, _INT),
+    KernelFile("gpu.priority.effective", "priority_effective",
+               partial(formats.parse_number, what="gpu.priority.effective"),
                COUNTER, ("priority_effective",), _same, _INT),
     KernelFile("gpu.memory.max", "memory_max", formats.parse_flat_keyed, SETTING,
                ("memory", "max"), _keyed, _per_device({"type": ["integer", "null"]})),

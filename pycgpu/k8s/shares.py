@@ -138,10 +138,12 @@ def _check_shares(n: int, weight_per_share: int, what: str, names: ConfigNames) 
     return n
 
 
-def _int(text: str, what: str) -> int:
-    if not re.fullmatch(r"\s*\d{1,9}\s*", text):
-        raise ShareError(f"{what}: {formats.shown(text)} is not a whole number")
-    return int(text)
+def _count(text: str, what: str) -> int:
+    """A number of shares: a whole number of at most 9 digits (:func:`formats.parse_number`)."""
+    try:
+        return formats.parse_number(text, what, signed=False, digits=9)
+    except formats.FormatError as e:
+        raise ShareError(str(e)) from None
 
 
 def _size(text: str, what: str) -> int:
@@ -172,10 +174,10 @@ def parse_config(shares: Iterable[str], weight_per_share: int, memory: Iterable[
         dev, sep, value = raw.rpartition("=")
         what = f"{names.shares} {formats.shown(raw)}"
         if not sep:
-            default_n = _check_shares(_int(value, what), weight_per_share, what, names)
+            default_n = _check_shares(_count(value, what), weight_per_share, what, names)
             continue
         try:
-            per_n[dev.strip()] = _check_shares(_int(value, what), weight_per_share, what,
+            per_n[dev.strip()] = _check_shares(_count(value, what), weight_per_share, what,
                                                names)
         except ShareError as e:
             warnings.append(f"{e}; ignored")
