@@ -235,14 +235,25 @@ def _refusal(e: OSError, path: Path, value: str) -> CgroupError:
     return CgroupError(code, f"writing {value!r} to {path}: {why}", WRITE, path)
 
 
-class Cgroup:
-    """One cgroup directory under a cgroup2 mount."""
+def sysfs_of(mount: Path) -> Path | None:
+    """The sysfs a cgroup2 tree is mounted in: ``/sys`` for
+    ``/sys/fs/cgroup``, ``SYS`` for ``SYS/fs/cgroup``; None for a tree
+    mounted anywhere else."""
+    return mount.parent.parent if mount.parts[-2:] == ("fs", "cgroup") else None
 
-    def __init__(self, mount: Path, relpath: str | PurePath = "") -> None:
+
+class Cgroup:
+    """One cgroup directory under a cgroup2 mount. @sysfs_root: the sysfs
+    whose render nodes name dmem's regions in the memory accessors (default:
+    the one the tree is mounted in, :func:`sysfs_of`)."""
+
+    def __init__(self, mount: Path, relpath: str | PurePath = "",
+                 sysfs_root: Path | None = None) -> None:
         self.mount = Path(mount)
         rel = check_relpath(relpath)
         self.relpath = rel
         self.path = self.mount / rel
+        self.sysfs_root = sysfs_root
 
     def __repr__(self) -> str:
         return f"Cgroup({'/' + str(self.relpath) if str(self.relpath) != '.' else '/'})"
@@ -259,10 +270,10 @@ class Cgroup:
     def parent(self) -> Cgroup | None:
         if self.is_root:
             return None
-        return Cgroup(self.mount, self.relpath.parent)
+        return Cgroup(self.mount, self.relpath.parent, self.sysfs_root)
 
     def child(self, name: str) -> Cgroup:
-        return Cgroup(self.mount, self.relpath / name)
+        return Cgroup(self.mount, self.relpath / name, self.sysfs_root)
 
     def exists(self) -> bool:
         return os.path.isdir(self.path)  # False, not an exception, for a too long path
@@ -419,13 +430,15 @@ class Cgroup:
     # them with memory.detect and model.memory)
 
     def _dmem_devices(self) -> dict[str, formats.DevT]:
-        """dmem's region names of the devices that have one region only (the
-        render nodes of the real /sys: these accessors serve tests and
+        """dmem's region names of the devices that have one region only, by
+        the render nodes of :attr:`sysfs_root` or the sysfs the tree is
+        mounted in; none without either (these accessors serve tests and
         benchmarks; a program names regions with memory.detect)."""
         from .devices import discover
         from .memory import detect
 
-        regions = detect(self.mount, discover())
+        sysfs = self.sysfs_root or sysfs_of(self.mount)
+        regions = detect(self.mount, discover(sysfs)) if sysfs is not None else None
         if regions is None:
             return {}
         return {r.kernel_key: r.dev for r in regions.regions

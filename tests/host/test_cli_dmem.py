@@ -89,18 +89,30 @@ def test_dry_run_lists_the_dmem_steps(dcli):
     assert f"write 'drm/vgem/system 1073741824' to {root}/a/dmem.max" in out
 
 
-def test_cgroup_memory_accessors_read_a_devices_only_region(dcli, monkeypatch, fake_sysfs):
-    """Cgroup.memory_max() and the rest key dmem's lines by device where the
-    device has one region (vgem's system), and leave out the others."""
+@pytest.fixture
+def discovered(monkeypatch) -> list[tuple]:
+    """The sysfs roots devices.discover is asked about."""
     from pycgpu.core import devices
+
+    calls: list[tuple] = []
+    real = devices.discover
+    monkeypatch.setattr(devices, "discover",
+                        lambda *a, **k: calls.append(a) or real(*a, **k))  # type: ignore
+    return calls
+
+
+def test_cgroup_memory_accessors_read_a_devices_only_region(dcli, discovered, fake_sysfs):
+    """Cgroup.memory_max() and the rest key dmem's lines by device where the
+    device has one region (vgem's system), and leave out the others; the
+    render nodes are those of the sysfs the Cgroup was given."""
     from pycgpu.core.cgroup import Cgroup, CgroupError
     from pycgpu.core.formats import DevT
 
-    sysfs, dev = fake_sysfs
-    found = devices.discover(sysfs, dev)
-    monkeypatch.setattr(devices, "discover", lambda *a, **k: found)
+    sysfs, _ = fake_sysfs
     dcli("create", "a")
-    cg = Cgroup(dcli.fake.root, "a")
+    discovered.clear()
+    cg = Cgroup(dcli.fake.root, "a", sysfs_root=sysfs)
+    assert cg.child("b").sysfs_root == sysfs and cg.parent.sysfs_root == sysfs
     vgem, i915 = DevT(226, 129), DevT(226, 128)
     assert cg.memory_max() == {vgem: None}
     cg.set_memory_max(vgem, 1 << 20)
@@ -110,6 +122,34 @@ def test_cgroup_memory_accessors_read_a_devices_only_region(dcli, monkeypatch, f
     assert cg.memory_events(local=True) == {vgem: {"max": 0}}
     with pytest.raises(CgroupError, match="226:128 has no dmem region of its own"):
         cg.set_memory_max(i915, 1)
+    assert discovered and {a[0] for a in discovered} == {sysfs}
+
+
+def test_cgroup_memory_accessors_never_read_the_real_sys(dcli, discovered):
+    """Without a sysfs root, a tree that is not mounted in one (a fake tree,
+    a test's) names no device's region and /sys is not read."""
+    from pycgpu.core.cgroup import Cgroup
+
+    dcli("create", "a")
+    discovered.clear()
+    assert Cgroup(dcli.fake.root, "a").memory_max() == {}
+    assert discovered == []
+
+
+def test_cgroup_memory_accessors_use_the_sysfs_the_tree_is_mounted_in(
+        tmp_path, monkeypatch, fake_sysfs, discovered):
+    """A tree at SYS/fs/cgroup, as the kernel's at /sys/fs/cgroup: SYS's
+    render nodes name the regions."""
+    from pycgpu.core.cgroup import Cgroup
+    from pycgpu.core.formats import DevT
+
+    sysfs, _ = fake_sysfs
+    (sysfs / "fs").mkdir()
+    fake = FakeKernel(sysfs / "fs", memory=False, dmem=REGIONS).install(monkeypatch)
+    fake.make("a")
+    (fake.root / "a" / "dmem.max").write_text("".join(f"{r} max\n" for r in REGIONS))
+    assert Cgroup(fake.root, "a").memory_max() == {DevT(226, 129): None}
+    assert {a[0] for a in discovered} == {sysfs}
 
 
 def test_the_hook_sets_dmem_max_from_the_memory_annotation(dcli, tmp_path):
