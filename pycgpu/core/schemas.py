@@ -38,6 +38,31 @@ def _per_device(value: dict[str, Any]) -> dict[str, Any]:
             "additionalProperties": value}
 
 
+# the kernel's memory interface and its regions (pycgpu.core.memory): the
+# "memory" of show/v1 and of devices/v1
+_REGIONS: dict[str, Any] = {
+    "type": "object",
+    "required": ["interface", "regions"],
+    "properties": {
+        "interface": {"enum": ["gpu.memory", "dmem"]},
+        "regions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["key", "kernel_key", "devt", "region", "capacity"],
+                "properties": {
+                    "key": {"type": "string"},
+                    "kernel_key": {"type": "string"},
+                    "devt": {"type": ["string", "null"], "pattern": _DEVT},
+                    "region": _STR_OR_NULL,
+                    "capacity": {"type": ["integer", "null"]},
+                },
+            },
+        },
+    },
+}
+
+
 SHOW_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "$id": SHOW_V1,
@@ -52,27 +77,7 @@ SHOW_SCHEMA: dict[str, Any] = {
             "items": show_schema(),
         },
         # the kernel's memory interface and its regions (pycgpu.core.memory), added in v1
-        "memory": {
-            "type": "object",
-            "required": ["interface", "regions"],
-            "properties": {
-                "interface": {"enum": ["gpu.memory", "dmem"]},
-                "regions": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "required": ["key", "kernel_key", "devt", "region", "capacity"],
-                        "properties": {
-                            "key": {"type": "string"},
-                            "kernel_key": {"type": "string"},
-                            "devt": {"type": ["string", "null"], "pattern": _DEVT},
-                            "region": _STR_OR_NULL,
-                            "capacity": {"type": ["integer", "null"]},
-                        },
-                    },
-                },
-            },
-        },
+        "memory": _REGIONS,
     },
 }
 
@@ -103,6 +108,8 @@ DEVICES_SCHEMA: dict[str, Any] = {
                 },
             },
         },
+        # the kernel's memory interface and its regions, as show/v1 has them (added in v1)
+        "memory": _REGIONS,
     },
 }
 

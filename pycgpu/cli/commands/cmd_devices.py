@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from .common import State, pass_state
+from .common import Refused, State, pass_state
+
+if TYPE_CHECKING:
+    from ...core.memory import Interface
 
 
 def device_json(dev: Any) -> dict[str, Any]:
@@ -37,6 +40,11 @@ def devices(state: State, as_json: bool) -> None:
     as DEV to create/set. The driver version is asked from the driver
     (DRM_IOCTL_VERSION) when the node can be opened, else shown as -.
 
+    Then the memory regions the kernel counts GPU memory in (as pycgpu
+    check finds them): one per device under gpu.memory.*; under dmem, a
+    device's only region is named by the device, one of several by
+    DEV:REGION (renderD128:vram0), the names --memory-max takes.
+
     \b
     Examples:
       pycgpu devices
@@ -46,15 +54,36 @@ def devices(state: State, as_json: bool) -> None:
     from ...core.schemas import DEVICES_V1
 
     found = discover(state.sysfs_root, state.dev_root, query_driver=True)
+    memory = _memory(state)
     if as_json:
         import json
 
-        doc = {"schema": DEVICES_V1, "devices": [device_json(d) for d in found]}
+        from ...core.snapshot import regions_json
+
+        doc: dict[str, Any] = {"schema": DEVICES_V1, "devices": [device_json(d) for d in found]}
+        if memory is not None:
+            doc["memory"] = regions_json(memory)
         click.echo(json.dumps(doc, indent=2))
         return
     if not found:
         click.echo("no DRM render nodes found", err=True)
-        return
+    else:
+        _echo_devices(found)
+    if memory is not None:
+        click.echo()
+        _echo_regions(memory, {d.devt: d.name for d in found})
+
+
+def _memory(state: State) -> Interface | None:
+    """The kernel's memory interface and its regions (State.memory, as show
+    and set have them); None without a cgroup2 tree to read them from."""
+    try:
+        return state.memory()
+    except Refused:
+        return None
+
+
+def _echo_devices(found: list[Any]) -> None:
     from ...monitoring.tables import echo, table
 
     header = ("NODE", "DEVT", "DRIVER", "VERSION", "CARD", "PCI", "VENDOR:DEVICE")
@@ -64,3 +93,18 @@ def devices(state: State, as_json: bool) -> None:
         rows.append((str(d.render_node), str(d.devt), d.driver or "-", d.driver_version or "-",
                      d.card_node.name if d.card_node else "-", d.pci_address or "-", ids))
     echo(table(header, rows, left=header))
+
+
+def _echo_regions(memory: Interface, names: dict[Any, str]) -> None:
+    """The regions: the name --memory-max takes (the render node, with its
+    MAJ:MIN), the kernel's key, dmem's capacity."""
+    from ...core.formats import format_size_human
+    from ...core.memory import label
+    from ...monitoring.tables import echo, table
+
+    click.echo(f"memory regions ({memory.kind}):")
+    header = ("REGION", "KERNEL KEY", "CAPACITY")
+    rows = [(label(r.key, names), r.kernel_key,
+             "-" if r.capacity is None else format_size_human(r.capacity))
+            for r in memory.regions]
+    echo(table(header, rows, left=header[:2]))
