@@ -90,7 +90,10 @@ def main(ctx: click.Context, cgroup_root: Path | None, sysfs_root: Path, dev_roo
 
     Drives the gpu cgroup v2 controller: gpu.weight, gpu.priority and
     gpu.memory.max of groups under the cgroup2 mount, keyed by the MAJ:MIN
-    of each GPU's DRM render node.
+    of each GPU's DRM render node. On a kernel whose GPU memory is the dmem
+    controller's (Linux 6.14 and later), memory limits go to dmem.max, by
+    memory region: a device's only region is named by the device, one of
+    several as DEV:REGION (renderD128:vram0; pycgpu devices lists them).
     """
     ctx.obj = State(cgroup_root=cgroup_root, sysfs_root=sysfs_root, dev_root=dev_root)
 

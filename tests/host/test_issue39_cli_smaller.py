@@ -57,3 +57,15 @@ def test_oci_priority_given_twice_is_an_error_as_in_create(cli, tmp_path, comman
     r = cli(*args, "--priority", "1", "--priority", "2", code=2)
     assert one_line_error(r) == "Error: --priority '2': the priority is given twice"
     assert config.read_text() == "{}\n" and not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize("command", [[], ["create"], ["set"]])
+def test_the_help_names_dev_region_and_dmem(command):
+    """Memory limits on a dmem kernel name one of a device's several regions
+    as DEV:REGION: the help of create, set and pycgpu itself says so."""
+    from click.testing import CliRunner
+
+    from pycgpu.cli import main
+
+    text = " ".join(CliRunner().invoke(main, [*command, "--help"]).output.split())
+    assert "DEV:REGION" in text and "dmem" in text, text

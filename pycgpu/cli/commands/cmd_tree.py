@@ -37,6 +37,11 @@ a PCI address like 0000:00:02.0 or 00:02.0, or MAJ:MIN like 226:128):
   --priority N          -1023..1023; the effective priority is capped by the
                         ancestors' (--raise-ancestors lifts them)
   --memory-max DEV=SIZE GPU memory limit on DEV: bytes, 512K, 512M, 2G, 1T, or max
+                        (gpu.memory.max, or on a kernel with the dmem controller
+                        dmem.max of DEV's memory region)
+  --memory-max DEV:REGION=SIZE
+                        on dmem, the limit in one of DEV's several regions
+                        (renderD128:vram0=2G); pycgpu devices lists them
 """
 
 
@@ -52,7 +57,8 @@ def knob_options(f: F) -> F:
                      help="Validate, print what would be written, write nothing.")(f)
     f = click.option("--memory-max", "memory_max", multiple=True, metavar="DEV=SIZE",
                      shell_complete=complete_dev_value,
-                     help="GPU memory limit on DEV (512M, 2G, max). Repeatable.")(f)
+                     help="GPU memory limit on DEV (512M, 2G, max), or with dmem on one of "
+                          "its regions, DEV:REGION=SIZE. Repeatable.")(f)
     # repeatable to refuse a second one, as a second default --weight is
     f = click.option("--priority", "priority", multiple=True, metavar="N",
                      help="Priority, -1023..1023.")(f)
