@@ -11,7 +11,7 @@ PY := .venv/bin/python
 VM := tools/vm.sh run
 PYTEST_VM := $(PY) -m pytest -p no:cacheprovider -ra --durations=12
 
-.PHONY: help demo test test-base test-7.3-rest test-host test-vm test-i915 test-kunit test-nogpu test-debug lint checkpatch bench \
+.PHONY: help demo test test-base test-sim test-7.3-rest test-host test-vm test-i915 test-kunit test-nogpu test-debug lint checkpatch bench \
 	bench-% kernel check-drivers vm-shell vm-run patches setup venv clean bench-exporter mutation mutation-core
 
 help: ## this list
@@ -56,6 +56,9 @@ endif
 test-base: check-drivers
 	$(BASE_VM_ENV) PYCGPU_VM_TIMEOUT=$${PYCGPU_VM_TIMEOUT:-3600} \
 		$(VM) "$(PYTEST_VM) -m '$(BASE_VM_MARKS)' $(BASE_VM_TESTS)"
+
+test-sim: setup ## the virtual-time tier: the scheduling core's KUnit suite and upstream's drm_sched suites on UML (7.3's tree, time-travel), no root, no emulator
+	tools/sim.sh
 
 test-7.3-rest: ## the 7.3 VM tests that make test leaves out (VRAM, runtimes, podman, Kubernetes, monitoring, CLI, no gpu controller, ...)
 	$(MAKE) --no-print-directory PYCGPU_BASE=7.3 test-vm \

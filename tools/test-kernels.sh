@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # make test: lint and the host tier, then the kernel tiers of 6.12 and of
-# 7.3 (make test-base on each).
+# 7.3 (make test-base on each), and the virtual-time tier (make test-sim:
+# KUnit on UML, 7.3's tree) before 7.3's.
 #
 # 7.3's kernel is built, and its drivers' compile test run (so that
-# test-base's is incremental), in the background from the start, at the lowest
+# test-base's is incremental), then the virtual-time tier's UML kernel, in
+# the background from the start, at the lowest
 # priority there is (SCHED_IDLE in an autogroup at nice 19, idle I/O
 # class): it takes only CPU time
 # nothing else wants (the host tier and the builds' serial steps leave a
@@ -29,7 +31,7 @@ say "building 7.3's kernel in the background (log: $log)"
 # of its tasks, so its nice goes to 19 before the build starts.
 PYCGPU_BASE=7.3 setsid bash -c '
 	[ -w /proc/self/autogroup ] && echo 19 >/proc/self/autogroup
-	exec chrt --idle 0 ionice -c 3 bash -c "tools/kernel.sh all && tools/check-drivers.sh"' >"$log" 2>&1 &
+	exec chrt --idle 0 ionice -c 3 bash -c "tools/kernel.sh all && tools/check-drivers.sh && tools/sim.sh build 7.3"' >"$log" 2>&1 &
 build=$!
 stop_build() { kill -TERM -- "-$build" 2>/dev/null || true; wait "$build" 2>/dev/null || true; }
 trap stop_build EXIT
@@ -49,4 +51,5 @@ if [ "$built" -ne 0 ]; then
 fi
 [ "$status" -eq 0 ] || die "6.12's tiers failed (exit $status)"
 [ "$built" -eq 0 ] || exit "$built"
+"$MAKE" --no-print-directory test-sim
 "$MAKE" --no-print-directory PYCGPU_BASE=7.3 test-base

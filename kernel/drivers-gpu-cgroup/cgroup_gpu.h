@@ -87,7 +87,7 @@ struct gpucg_ticket {
  */
 struct gpucg_boost {
 	struct list_head	in_node;
-	struct list_head	to_node;
+	struct rb_node		to_node;
 	struct list_head	out_node;
 	struct gpucg_entity	*from;
 	struct gpucg_entity	*to;
@@ -170,6 +170,7 @@ gpucg_queue_pick(struct gpucg_engine *engine,
 		 enum gpucg_take (*take)(struct gpucg_queue *q, void *arg),
 		 void *arg, u64 *retry_ns);
 void gpucg_queue_start(struct gpucg_queue *q, struct gpucg_ticket *t);
+void gpucg_kernel_start(struct gpucg_engine *engine, struct gpucg_ticket *t);
 void gpucg_charge(struct gpucg_engine *engine, struct gpucg_ticket *t,
 		  u64 ns);
 void gpucg_queue_charge(struct gpucg_queue *q, u64 ns);
@@ -180,6 +181,14 @@ bool gpucg_boost_link(struct gpucg_boost *b, struct gpucg_queue *waiter,
 		      struct gpucg_engine *engine, struct gpucg_client *client,
 		      bool (*done)(struct gpucg_boost *b));
 void gpucg_boost_unlink(struct gpucg_boost *b);
+
+#if IS_ENABLED(CONFIG_KUNIT)
+struct kunit;
+struct gpucg *gpucg_kunit_cgroup(struct kunit *test, struct gpucg *parent,
+				 u32 weight, int prio);
+struct gpucg_client *gpucg_kunit_client(struct gpucg_device *dev,
+					struct gpucg *cg);
+#endif
 
 #else /* CONFIG_CGROUP_GPU */
 
@@ -304,6 +313,11 @@ gpucg_queue_pick(struct gpucg_engine *engine,
 
 static inline void gpucg_queue_start(struct gpucg_queue *q,
 				     struct gpucg_ticket *t)
+{
+}
+
+static inline void gpucg_kernel_start(struct gpucg_engine *engine,
+				      struct gpucg_ticket *t)
 {
 }
 

@@ -101,6 +101,7 @@ static void gpucg_device_free(struct kref *ref)
 	WARN_ON_ONCE(!list_empty(&dev->engines) || !list_empty(&dev->pools));
 	WARN_ON_ONCE(gpucg_mem_pages(&dev->root));
 	xa_erase(&gpucg_devices, dev->id);
+	ida_destroy(&dev->engine_ids);
 	kfree(dev);
 }
 
@@ -140,6 +141,7 @@ struct gpucg_device *gpucg_register_device(dev_t devt)
 	kref_init(&dev->ref);
 	INIT_LIST_HEAD(&dev->pools);
 	INIT_LIST_HEAD(&dev->engines);
+	ida_init(&dev->engine_ids);
 	dev->root.cg = &gpucg_root;
 	dev->root.dev = dev;
 	INIT_LIST_HEAD(&dev->root.dev_node);
@@ -208,35 +210,49 @@ static unsigned long gpucg_root_local_pages(struct gpucg_device *dev)
 	return pages;
 }
 
+/*
+ * Frees @dev's state in every cgroup and drops the driver's reference, once
+ * the driver has released the device and its last engine is gone. A pool
+ * still charged (a leak) keeps the device until its cgroup is freed; a
+ * charge of the root cgroup's own tasks keeps it for good. gpucg_mutex
+ * held.
+ */
+void gpucg_device_release(struct gpucg_device *dev)
+{
+	struct gpucg_pool *pool, *tmp;
+
+	lockdep_assert_held(&gpucg_mutex);
+	/* children were added after their parents: free them first */
+	list_for_each_entry_safe_reverse(pool, tmp, &dev->pools, dev_node)
+		if (!WARN_ON_ONCE(gpucg_mem_pages(pool)))
+			gpucg_pool_free(pool);
+	if (!WARN_ON_ONCE(gpucg_root_local_pages(dev)))
+		kref_put(&dev->ref, gpucg_device_free);
+}
+
 /**
  * gpucg_put_device() - drop the driver's reference to a device
  * @dev: handle from gpucg_register_device(); NULL is ignored
  *
- * Called when the device is released: its engines are destroyed and no
- * buffer of it is charged any more. Frees its state in every cgroup, so
- * that a driver reload or hot-unplug leaves nothing behind in long-lived
- * cgroups. A pool still charged (a leak) keeps the device until its
- * cgroup is freed; a charge of the root cgroup's own tasks keeps it for
- * good.
+ * Called when the device is released, once no buffer of it is charged any
+ * more. Frees its state in every cgroup, so that a driver reload or
+ * hot-unplug leaves nothing behind in long-lived cgroups: now, or, if
+ * engines of the device are still there (a scheduler per user queue may
+ * outlive the device's release), when the last of them is destroyed: an
+ * engine keeps its device.
  *
  * Context: process context, may sleep.
  */
 void gpucg_put_device(struct gpucg_device *dev)
 {
-	struct gpucg_pool *pool, *tmp;
-
 	if (IS_ERR_OR_NULL(dev))
 		return;
 	mutex_lock(&gpucg_mutex);
-	WARN_ON_ONCE(!list_empty(&dev->engines));
 	dev->dead = true;
-	/* children were added after their parents: free them first */
-	list_for_each_entry_safe_reverse(pool, tmp, &dev->pools, dev_node)
-		if (!WARN_ON_ONCE(gpucg_mem_pages(pool)))
-			gpucg_pool_free(pool);
+	dev->released = true;
 	/* under the mutex: the interface files walk the device table */
-	if (!WARN_ON_ONCE(gpucg_root_local_pages(dev)))
-		kref_put(&dev->ref, gpucg_device_free);
+	if (list_empty(&dev->engines))
+		gpucg_device_release(dev);
 	mutex_unlock(&gpucg_mutex);
 }
 EXPORT_SYMBOL_GPL(gpucg_put_device);

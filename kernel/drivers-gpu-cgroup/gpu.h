@@ -8,6 +8,7 @@
 #define _KERNEL_CGROUP_GPU_H
 
 #include <linux/cgroup.h>
+#include <linux/idr.h>
 #include <linux/kref.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
@@ -63,7 +64,8 @@ struct gpucg_device {
 	struct kref		ref;		/* the driver's, and one per pool */
 	struct list_head	pools;		/* gpucg_pool.dev_node */
 	struct list_head	engines;	/* gpucg_engine.dev_node */
-	u32			nr_engines;	/* ever created, for ids */
+	struct ida		engine_ids;	/* of the live engines */
+	bool			released;	/* by the driver (gpucg_put_device()) */
 	struct gpucg_pool	root;		/* the root cgroup's, lockless */
 };
 
@@ -96,6 +98,7 @@ struct gpucg_pool *gpucg_pool_get(struct gpucg *cg, struct gpucg_device *dev);
 struct gpucg_device *gpucg_device_find(dev_t devt);
 int gpucg_parse_devt(char *s, dev_t *devt);
 int gpucg_split(char *buf, char **words, int max);
+void gpucg_device_release(struct gpucg_device *dev);
 int gpucg_devices_show(struct seq_file *sf,
 		       void (*show)(struct seq_file *sf, struct gpucg_device *dev,
 				    struct gpucg_pool *pool, unsigned long file));

@@ -80,7 +80,9 @@
  * further for a shorter one). A budget of slots per cgroup would not do: the
  * shallow client would still wait behind the deep one's part of the ring
  * on every job. An entity that thinks more than twice as long as its jobs
- * run is not waited for. For four of its cycles the engine still keeps the
+ * run, or whose think time and half again is longer than 16 times the
+ * window's lower bound (16 ms by default, whatever its job length), is not
+ * waited for. For four of its cycles the engine still keeps the
  * ring shallow for it, but not empty: work it beats starts while the jobs
  * in flight end within one job (the longest of that work's average job,
  * the engine's and its window) from now. So a client whose think time
@@ -93,8 +95,9 @@
  * time only where the CPU takes longer than that job to queue the next:
  * under emulation, 2 to 19% of the engine with jobs of 2 ms), and the
  * engine idles at most one and a half think times plus a window per job
- * of a client it waits for: at most three times its job plus a window
- * (and a job lent adds one wait for the next loan, below).
+ * of a client it waits for: at most 32 times the window's lower bound,
+ * 32 ms by default, however long that client's own jobs are (and a job
+ * lent adds one wait for the next loan, below, bounded alike).
  * (Twice, not once: the latency between a job's end and the next job's
  * arrival counts as think time, and a client that renders for as long as
  * it waits must still get what it asks for.) An engine expects at most 8
@@ -116,8 +119,9 @@
  * signaller's cgroup on the signaller's engine, which may be another
  * engine or device: that entity's own queues count in the band of the
  * highest priority lent to it (its boost) until the job leaves the queue
- * (the driver's done callback says so, and the engine's next pick drops
- * the link), or the waiter stops waiting. The whole entity rises, not the
+ * (the driver's done callback says so, and the engine's first pick after
+ * a job started there or a queue of it emptied drops the link), or the
+ * waiter stops waiting. The whole entity rises, not the
  * one queue: the cgroup's other queues ride along for that one job, and
  * its own order (context priority, round robin, a driver's fair policy)
  * still decides among them. Its GPU time is charged to its own cgroup as
@@ -129,16 +133,22 @@
  * on (a signaller that waits itself lends further) and a delegated
  * subtree can raise work only to the priority of a waiter that already
  * has it. A priority passed on travels at most GPUCG_BOOST_HOPS links and
- * a change updates at most GPUCG_BOOST_BUDGET of them, so a cycle of
- * waits (a deadlock, or cgroups whose clients wait on each other's jobs)
- * cannot loop: a priority passed around a cycle stops after
+ * a change passed on updates at most GPUCG_BOOST_BUDGET of them, so a
+ * cycle of waits (a deadlock, or cgroups whose clients wait on each
+ * other's jobs) cannot loop: a priority passed around a cycle stops after
  * GPUCG_BOOST_HOPS links, and a change that runs out of budget leaves the
  * links it did not reach as they were until the next change along them
- * or the end of the waits. An entity on loan is not held for an expected
+ * or the end of the waits. A change of a cgroup's own gpu.priority
+ * reaches every link of its waits (gpucg_boost_refresh()), each with a
+ * budget of its own for what it passes on. An entity on loan is not held for an expected
  * entity whose priority is no higher than the loan (the waiter may be that
  * entity), nor, when a waiter on its own engine lends it its own band, for
  * one of that band; the same cgroup's jobs on another engine that wait on
- * it (a bin job's render job) lend it its band and change nothing.
+ * it (a bin job's render job) lend it its band and change nothing. The
+ * links into an entity are kept in order of what they lend (a tree, and
+ * one of those from waiters on its own engine), so that making, dropping
+ * or changing one costs O(log n) in the links into its target, however
+ * many waiters a client makes.
  *
  * A loan comes only once the waiter's job is queued, after the signaller's:
  * in between, the signaller's job sits in its own band, and work of a band
@@ -149,7 +159,8 @@
  * and when it is next ready in its own band, the engine awaits the loan
  * once: it holds work of the bands below the loan's for the loans' usual
  * delay after the entity became ready, half again, plus the window
- * (gpucg_loan_wait()), if that delay is at most twice its job, and the
+ * (gpucg_loan_wait()), if that delay is at most twice its job and, with
+ * half again, at most 16 windows' lower bound (as a think time), and the
  * loan's arrival has the engine pick again (gpucg_boost_link() says so;
  * a loan passed on along a chain does not, and the wait's end does).
  * A job that waits on a fence of its own meanwhile is awaited again when
@@ -183,6 +194,36 @@
  * against another cgroup's. The run queues are created and freed with the
  * cgroups' entities, so a cgroup that goes away takes its run queue along.
  *
+ * Against a hostile client. A client controls its job lengths, its think
+ * times, what its jobs wait on (its own fences, other devices' and other
+ * drivers'), how many queues it opens and, in a delegated subtree, its
+ * cgroups. Whatever it does:
+ *
+ * - An engine idles for others at most 32 windows' lower bound (32 ms by
+ *   default) per job of an entity it expects, and one such wait more for
+ *   the loan of a job lent: the gaps it waits out are bounded absolutely
+ *   (gpucg_gap_max()), not in multiples of the entity's own jobs.
+ * - With interrupts off, the core does work bounded by the engine and the
+ *   hierarchy, not by what a client made: a pick O(depth) plus the
+ *   entities expected (at most GPUCG_EXPECT_MAX) and the queues it skips;
+ *   a charge or an activation O(depth * log(active siblings)); a link, an
+ *   unlink or a change of what a link lends O(log n) in the links into
+ *   its target, plus what a change passes on (at most GPUCG_BOOST_BUDGET
+ *   links); dropping links whose work has left its queue at most
+ *   GPUCG_EXPIRE_BATCH links a section. An engine no link points into
+ *   takes no lock but its own on its pick path.
+ * - Kernel work (a queue or a job without a client) moves no cgroup's
+ *   vtime and arms no anticipation: it counts only among the jobs in
+ *   flight and in the device's total.
+ * - Engine ids are allocated and freed, per device, so that no id aliases
+ *   a live engine's; an engine keeps its device, and the device's state
+ *   in every cgroup, until it is destroyed.
+ *
+ * Two limits stand: a loan lifts the signaller's whole entity on the
+ * engine, its cgroup's other queues there included, for as long as the
+ * job waited for sits in its queue; and a client's creation or move
+ * creates its cgroup's entity on every engine of the device.
+ *
  * Locking: an engine's lock protects its entities' trees, keys, vtimes,
  * estimates and the list of entities it expects back, and is taken with
  * interrupts off: drivers call in from fence callbacks and interrupts (each
@@ -190,15 +231,16 @@
  * its run queues' locks inside, as drm_sched does, and never calls in from
  * an interrupt is told apart).
  * gpucg_mutex (gpu.c) protects the creation and freeing of entities and
- * engines; it nests outside engine locks. A queue and a ticket pin the
- * cgroup of their entity; a grouped engine's run queue is pinned by its
- * driver (gpucg_client_group()), for as long as work sits in it. Entities
- * and run queues live until their cgroup is freed or their engine
- * destroyed. The entities an
- * engine expects back are not pinned, so that an idle engine keeps no
- * removed cgroup alive: freeing an entity takes it off the list.
+ * engines, and engine ids; it nests outside engine locks. A queue and a
+ * ticket pin the cgroup of their entity; a grouped engine's run queue is
+ * pinned by its driver (gpucg_client_group()), for as long as work sits in
+ * it. Entities and run queues live until their cgroup is freed or their
+ * engine destroyed. The entities an engine expects back are not pinned, so
+ * that an idle engine keeps no removed cgroup alive: freeing an entity
+ * takes it off the list.
  * gpucg_boost_lock protects every link of priority inheritance, the lists
- * of links out of and into each entity and into each engine, and nests
+ * of links out of each entity and into each engine, the trees of links
+ * into each entity, and nests
  * outside engine locks, which it takes one at a time, along chains of
  * links too: a pick on an engine that links point into, and everything
  * that links, takes the locks of the engines reachable along them. A link
@@ -218,9 +260,20 @@
 #include <linux/sched.h>
 #include <linux/slab.h>
 
+#include <kunit/static_stub.h>
+#include <kunit/test.h>
+#include <kunit/visibility.h>
+
 #include "gpu.h"
 
 #define GPUCG_KEY_NONE		INT_MIN
+
+/* The core's clock; the KUnit suite (gpu_sched_test.c) sets its own. */
+static u64 gpucg_now(void)
+{
+	KUNIT_STATIC_STUB_REDIRECT(gpucg_now);
+	return ktime_get_ns();
+}
 
 /*
  * How long an engine waits for a shallow entity to come back: a quarter of
@@ -273,7 +326,9 @@ struct gpucg_entity {
 	u64			await_ns;	/* awaiting it since; 0: no sample */
 	u64			lend_ns;	/* average delay of a loan */
 	struct list_head	boosts_out;	/* links of its waits, boost lock */
-	struct list_head	boosts_in;	/* links into it, boost lock */
+	unsigned int		nr_boosts_out;	/* boost lock */
+	struct rb_root_cached	boosts_in;	/* links from other engines, best first, boost lock */
+	struct rb_root_cached	boosts_local;	/* links from its own engine, alike */
 	int			key;		/* its band in the parent's tree */
 	int			left_key;	/* the band it left last */
 	bool			active;
@@ -283,7 +338,7 @@ struct gpucg_entity {
 
 struct gpucg_engine {
 	struct gpucg_device	*dev;
-	u32			id;		/* in gpucg_pool.ents */
+	u32			id;		/* in gpucg_pool.ents, dev->engine_ids */
 	struct list_head	dev_node;	/* in dev->engines, gpucg_mutex */
 	struct list_head	ents;		/* entities, gpucg_mutex */
 	spinlock_t		lock;
@@ -296,6 +351,8 @@ struct gpucg_engine {
 	u64			est_ns;		/* average job of all entities */
 	struct list_head	boosts;		/* links into it, boost lock */
 	unsigned int		nr_boosts;
+	unsigned long		boost_starts;	/* jobs started, queues emptied */
+	unsigned long		boost_seen;	/* boost_starts at the last expiry */
 	bool			dying;		/* takes no more links, boost lock */
 	bool			schedules;	/* its scheduler follows the policy */
 	const struct gpucg_group_ops *group_ops; /* NULL: not grouped */
@@ -324,15 +381,38 @@ static u64 gpucg_window(struct gpucg_entity *e)
 #define GPUCG_RETRY_MIN_NS	(50 * NSEC_PER_USEC)
 
 /*
+ * The longest gap (a think time, a loan's delay, and half again) that an
+ * engine waits out for an entity, whatever the entity's own job length:
+ * 16 times the window's lower bound, 16 ms by default. With the window,
+ * the most an engine idles for one job of an entity it expects.
+ */
+static u64 gpucg_gap_max(void)
+{
+	return 16 * gpucg_anticipate_ns;
+}
+
+/*
+ * How long the engine waits for an entity whose gaps average @gap, whose
+ * jobs average @est: the gap and half again, plus the window; 0 if that
+ * gap is more than twice its job or more than gpucg_gap_max(): such an
+ * entity is not waited for.
+ */
+static u64 gpucg_wait_ns(struct gpucg_entity *e, u64 gap, u64 est)
+{
+	if (!gpucg_anticipate_ns || gap > 2 * est ||
+	    gap + gap / 2 > gpucg_gap_max())
+		return 0;
+	return gap + gap / 2 + gpucg_window(e);
+}
+
+/*
  * How long after its last job ends the engine waits for @e: its think time
- * and half again, plus the window; 0 for an entity that thinks more than
- * twice as long as its jobs run, which it does not wait for.
+ * and half again, plus the window; 0 if it is not waited for
+ * (gpucg_wait_ns()).
  */
 static u64 gpucg_expect_ns(struct gpucg_entity *e)
 {
-	if (!gpucg_anticipate_ns || e->think_ns > 2 * e->est_ns)
-		return 0;
-	return e->think_ns + e->think_ns / 2 + gpucg_window(e);
+	return gpucg_wait_ns(e, e->think_ns, e->est_ns);
 }
 
 /* The average job of @e: the engine's for a newcomer, 1 ms on a new engine */
@@ -500,7 +580,8 @@ static void gpucg_entity_init(struct gpucg_entity *e, struct gpucg_engine *engin
 	e->run_key = GPUCG_KEY_NONE;
 	e->await_key = GPUCG_KEY_NONE;
 	INIT_LIST_HEAD(&e->boosts_out);
-	INIT_LIST_HEAD(&e->boosts_in);
+	e->boosts_in = RB_ROOT_CACHED;
+	e->boosts_local = RB_ROOT_CACHED;
 	INIT_LIST_HEAD(&e->engine_node);
 	INIT_LIST_HEAD(&e->expect_node);
 	RB_CLEAR_NODE(&e->node);
@@ -578,15 +659,14 @@ static int gpucg_expect_key(const struct gpucg_entity *e)
 /*
  * How long after its job became ready in its own band the engine waits for
  * @e's loan: its loans' usual delay and half again, plus the window; 0 if
- * it awaits no loan (gpucg_queue_activate()), or its loans come later than
- * twice its job.
+ * it awaits no loan (gpucg_queue_activate()), or its loans come too late
+ * to be waited for (gpucg_wait_ns()).
  */
 static u64 gpucg_loan_wait(struct gpucg_entity *e)
 {
-	if (!gpucg_anticipate_ns || e->await_key <= gpucg_own_key(e) ||
-	    e->lend_ns > 2 * gpucg_est(e))
+	if (e->await_key <= gpucg_own_key(e))
 		return 0;
-	return e->lend_ns + e->lend_ns / 2 + gpucg_window(e);
+	return gpucg_wait_ns(e, e->lend_ns, gpucg_est(e));
 }
 
 /*
@@ -764,15 +844,70 @@ static struct gpucg_entity *gpucg_entity_find(struct gpucg *cg,
 #define GPUCG_BOOST_HOPS	4
 /* Links one change updates at most */
 #define GPUCG_BOOST_BUDGET	64
+/* Links an engine's expiry looks at with interrupts off, at most */
+#define GPUCG_EXPIRE_BATCH	16
 
 static DEFINE_SPINLOCK(gpucg_boost_lock);
 
+/*
+ * The KUnit suite counts the links looked at in each section under
+ * gpucg_boost_lock and keeps the largest count (gpu_sched_test.c).
+ */
+#if IS_ENABLED(CONFIG_CGROUP_GPU_KUNIT_TEST)
+static unsigned int gpucg_boost_steps, gpucg_boost_steps_max;
+#define gpucg_boost_step()	(gpucg_boost_steps++)
+#else
+#define gpucg_boost_step()	do { } while (0)
+#endif
+
+static void gpucg_boost_lock_irqsave(unsigned long *flags)
+{
+	spin_lock_irqsave(&gpucg_boost_lock, *flags);
+#if IS_ENABLED(CONFIG_CGROUP_GPU_KUNIT_TEST)
+	gpucg_boost_steps = 0;
+#endif
+}
+
+static void gpucg_boost_unlock_irqrestore(unsigned long flags)
+{
+#if IS_ENABLED(CONFIG_CGROUP_GPU_KUNIT_TEST)
+	gpucg_boost_steps_max = max(gpucg_boost_steps_max, gpucg_boost_steps);
+#endif
+	spin_unlock_irqrestore(&gpucg_boost_lock, flags);
+}
+
 static bool gpucg_boost_update(struct gpucg_entity *e, int *budget);
+
+/* Orders the links into an entity: the highest priority, then fewest hops. */
+static bool gpucg_boost_less(struct rb_node *a, const struct rb_node *b)
+{
+	const struct gpucg_boost *ba = rb_entry(a, struct gpucg_boost, to_node);
+	const struct gpucg_boost *bb = rb_entry(b, struct gpucg_boost, to_node);
+
+	if (ba->prio != bb->prio)
+		return ba->prio > bb->prio;
+	return ba->hops < bb->hops;
+}
+
+/* The tree of @b's target that holds @b: by whether the waiter is local. */
+static struct rb_root_cached *gpucg_boost_tree(struct gpucg_boost *b)
+{
+	return b->from->engine == b->to->engine ? &b->to->boosts_local :
+						  &b->to->boosts_in;
+}
+
+static struct gpucg_boost *gpucg_boost_first(struct rb_root_cached *root)
+{
+	struct rb_node *n = rb_first_cached(root);
+
+	return n ? rb_entry(n, struct gpucg_boost, to_node) : NULL;
+}
 
 /*
  * Sets the priority @b lends: its waiter's own, or what is lent to the
  * waiter if that is higher and came over fewer than GPUCG_BOOST_HOPS
- * links. Boost lock held. Return: whether it changed.
+ * links; @b is re-sorted among the links into its target. Boost lock
+ * held. Return: whether it changed.
  */
 static bool gpucg_boost_carry(struct gpucg_boost *b)
 {
@@ -785,8 +920,10 @@ static bool gpucg_boost_carry(struct gpucg_boost *b)
 	}
 	if (prio == b->prio && hops == b->hops)
 		return false;
+	rb_erase_cached(&b->to_node, gpucg_boost_tree(b));
 	b->prio = prio;
 	b->hops = hops;
+	rb_add_cached(&b->to_node, gpucg_boost_tree(b), gpucg_boost_less);
 	return true;
 }
 
@@ -798,6 +935,7 @@ static void gpucg_boost_pass(struct gpucg_entity *e, int *budget)
 	list_for_each_entry(b, &e->boosts_out, out_node) {
 		if (--*budget < 0)
 			return;
+		gpucg_boost_step();
 		if (gpucg_boost_carry(b))
 			gpucg_boost_update(b->to, budget);
 	}
@@ -805,34 +943,33 @@ static void gpucg_boost_pass(struct gpucg_entity *e, int *budget)
 
 /*
  * Sets @e's boost to the highest priority its links lend it (and what
- * waiters on its own engine lend it, for gpucg_hold()), re-sorts it, and
- * passes a change on, within @budget links. Boost lock held; takes @e's
- * engine lock, with interrupts off already. Return: whether @e's engine
- * was holding work for this loan (gpucg_loan_wait()).
+ * waiters on its own engine lend it, for gpucg_hold()): the first of each
+ * of its trees, in O(1). Re-sorts it, and passes a change on, within
+ * @budget links. Boost lock held; takes @e's engine lock, with interrupts
+ * off already. Return: whether @e's engine was holding work for this loan
+ * (gpucg_loan_wait()).
  */
 static bool gpucg_boost_update(struct gpucg_entity *e, int *budget)
 {
-	int boost = GPUCG_KEY_NONE, local = GPUCG_KEY_NONE, hops = 0, old;
+	struct gpucg_boost *best = gpucg_boost_first(&e->boosts_in);
+	struct gpucg_boost *near = gpucg_boost_first(&e->boosts_local);
+	int boost, local, hops, old;
 	bool changed, held = false;
-	struct gpucg_boost *b;
 	u64 now;
 
 	lockdep_assert_held(&gpucg_boost_lock);
-	list_for_each_entry(b, &e->boosts_in, to_node) {
-		if (b->prio > boost || (b->prio == boost && b->hops < hops)) {
-			boost = b->prio;
-			hops = b->hops;
-		}
-		if (b->from->engine == e->engine)
-			local = max(local, b->prio);
-	}
+	if (near && (!best || gpucg_boost_less(&near->to_node, &best->to_node)))
+		best = near;
+	boost = best ? best->prio : GPUCG_KEY_NONE;
+	hops = best ? best->hops : 0;
+	local = near ? near->prio : GPUCG_KEY_NONE;
 	changed = boost != e->boost || hops != e->boost_hops;
 	if (!changed && local == e->boost_local)
 		return false;
 	spin_lock(&e->engine->lock);
 	e->boost_local = local;
 	if (changed) {
-		now = ktime_get_ns();
+		now = gpucg_now();
 		old = e->boost;
 		e->boost = boost;
 		e->boost_hops = hops;
@@ -849,7 +986,8 @@ static bool gpucg_boost_update(struct gpucg_entity *e, int *budget)
 
 /*
  * Takes @b off both its ends and unpins them. Boost lock held: the waiter
- * reads @b only under it (gpucg_boost_unlink()).
+ * reads @b only under it (gpucg_boost_unlink()). O(log n) in the links
+ * into its target, and what the target's new boost passes on.
  */
 static void gpucg_boost_detach(struct gpucg_boost *b)
 {
@@ -861,8 +999,9 @@ static void gpucg_boost_detach(struct gpucg_boost *b)
 	list_del(&b->in_node);
 	WRITE_ONCE(engine->nr_boosts, engine->nr_boosts - 1);
 	spin_unlock(&engine->lock);
-	list_del(&b->to_node);
+	rb_erase_cached(&b->to_node, gpucg_boost_tree(b));
 	list_del(&b->out_node);
+	from->nr_boosts_out--;
 	b->to = NULL;
 	b->from = NULL;
 	gpucg_boost_update(to, &budget);
@@ -872,20 +1011,39 @@ static void gpucg_boost_detach(struct gpucg_boost *b)
 
 /*
  * Drops the links into @engine whose work has left its queue, before a
- * pick: a loan never outlasts the job it was for by a pick.
+ * pick, once a job has started on it since the last look (a job leaves
+ * its queue when it starts, or with its entity, which unlinks its own
+ * waits): a loan never outlasts the job it was for by a pick that starts
+ * another. The links are looked at GPUCG_EXPIRE_BATCH at a time, with
+ * interrupts on in between; those still waiting go back at the end of the
+ * engine's list.
  */
 static void gpucg_boost_expire(struct gpucg_engine *engine)
 {
-	struct gpucg_boost *b, *tmp;
-	unsigned long flags;
+	unsigned long starts = READ_ONCE(engine->boost_starts), flags;
+	unsigned int left = READ_ONCE(engine->nr_boosts), n;
+	struct gpucg_boost *b;
 
-	if (!READ_ONCE(engine->nr_boosts))
+	if (!left || starts == READ_ONCE(engine->boost_seen))
 		return;
-	spin_lock_irqsave(&gpucg_boost_lock, flags);
-	list_for_each_entry_safe(b, tmp, &engine->boosts, in_node)
-		if (b->done(b))
-			gpucg_boost_detach(b);
-	spin_unlock_irqrestore(&gpucg_boost_lock, flags);
+	WRITE_ONCE(engine->boost_seen, starts);
+	/* each link there now, once; new ones come in behind */
+	while (left) {
+		gpucg_boost_lock_irqsave(&flags);
+		for (n = 0; n < GPUCG_EXPIRE_BATCH && left &&
+		     !list_empty(&engine->boosts); n++, left--) {
+			b = list_first_entry(&engine->boosts, struct gpucg_boost,
+					     in_node);
+			gpucg_boost_step();
+			if (b->done(b))
+				gpucg_boost_detach(b);
+			else
+				list_move_tail(&b->in_node, &engine->boosts);
+		}
+		if (list_empty(&engine->boosts))
+			left = 0;
+		gpucg_boost_unlock_irqrestore(flags);
+	}
 }
 
 /*
@@ -898,7 +1056,7 @@ static void gpucg_boost_drop_engine(struct gpucg_engine *engine)
 	struct gpucg_entity *ent;
 	unsigned long flags;
 
-	spin_lock_irqsave(&gpucg_boost_lock, flags);
+	gpucg_boost_lock_irqsave(&flags);
 	engine->dying = true;
 	list_for_each_entry_safe(b, tmp, &engine->boosts, in_node)
 		gpucg_boost_detach(b);
@@ -907,18 +1065,39 @@ static void gpucg_boost_drop_engine(struct gpucg_engine *engine)
 			gpucg_boost_detach(b);
 	list_for_each_entry_safe(b, tmp, &engine->root.boosts_out, out_node)
 		gpucg_boost_detach(b);
-	spin_unlock_irqrestore(&gpucg_boost_lock, flags);
+	gpucg_boost_unlock_irqrestore(flags);
 }
 
-/* Passes a change of @e's own priority on to the links of its waits. */
+/*
+ * Passes a change of @e's own priority on to every link of its waits,
+ * GPUCG_EXPIRE_BATCH at a time with interrupts on in between; each has
+ * GPUCG_BOOST_BUDGET links for what it passes on further.
+ */
 static void gpucg_boost_refresh(struct gpucg_entity *e)
 {
-	int budget = GPUCG_BOOST_BUDGET;
+	struct gpucg_boost *b;
+	unsigned int left, n;
 	unsigned long flags;
+	int budget;
 
-	spin_lock_irqsave(&gpucg_boost_lock, flags);
-	gpucg_boost_pass(e, &budget);
-	spin_unlock_irqrestore(&gpucg_boost_lock, flags);
+	gpucg_boost_lock_irqsave(&flags);
+	/* each link there now, once, each with a budget for what it passes on */
+	for (left = e->nr_boosts_out; left && !list_empty(&e->boosts_out);) {
+		for (n = 0; n < GPUCG_EXPIRE_BATCH && left &&
+		     !list_empty(&e->boosts_out); n++, left--) {
+			b = list_first_entry(&e->boosts_out, struct gpucg_boost,
+					     out_node);
+			list_move_tail(&b->out_node, &e->boosts_out);
+			budget = GPUCG_BOOST_BUDGET;
+			gpucg_boost_step();
+			if (gpucg_boost_carry(b))
+				gpucg_boost_update(b->to, &budget);
+		}
+		/* interrupts on between batches (the caller may be in RCU) */
+		gpucg_boost_unlock_irqrestore(flags);
+		gpucg_boost_lock_irqsave(&flags);
+	}
+	gpucg_boost_unlock_irqrestore(flags);
 }
 
 /**
@@ -975,12 +1154,12 @@ bool gpucg_boost_link(struct gpucg_boost *b, struct gpucg_queue *waiter,
 	gpucg_entity_pin(from);
 	spin_unlock_irqrestore(&waiter->engine->lock, flags);
 
-	spin_lock_irqsave(&gpucg_boost_lock, flags);
+	gpucg_boost_lock_irqsave(&flags);
 	/* an engine's entities outlive it only until its destruction drops links */
 	if (!engine->dying && !waiter->engine->dying)
 		to = gpucg_entity_find(cg, engine);
 	if (!to || to == from) {
-		spin_unlock_irqrestore(&gpucg_boost_lock, flags);
+		gpucg_boost_unlock_irqrestore(flags);
 		if (cg != &gpucg_root)
 			css_put(&cg->css);
 		gpucg_entity_unpin(from);
@@ -992,14 +1171,15 @@ bool gpucg_boost_link(struct gpucg_boost *b, struct gpucg_queue *waiter,
 	b->prio = GPUCG_KEY_NONE;
 	b->hops = 0;
 	list_add_tail(&b->out_node, &from->boosts_out);
-	list_add_tail(&b->to_node, &to->boosts_in);
+	from->nr_boosts_out++;
+	rb_add_cached(&b->to_node, gpucg_boost_tree(b), gpucg_boost_less);
 	gpucg_boost_carry(b);
 	spin_lock(&engine->lock);
 	list_add_tail(&b->in_node, &engine->boosts);
 	WRITE_ONCE(engine->nr_boosts, engine->nr_boosts + 1);
 	spin_unlock(&engine->lock);
 	held = gpucg_boost_update(to, &budget);
-	spin_unlock_irqrestore(&gpucg_boost_lock, flags);
+	gpucg_boost_unlock_irqrestore(flags);
 	return held;
 }
 EXPORT_SYMBOL_GPL(gpucg_boost_link);
@@ -1018,10 +1198,10 @@ void gpucg_boost_unlink(struct gpucg_boost *b)
 {
 	unsigned long flags;
 
-	spin_lock_irqsave(&gpucg_boost_lock, flags);
+	gpucg_boost_lock_irqsave(&flags);
 	if (b->to)
 		gpucg_boost_detach(b);
-	spin_unlock_irqrestore(&gpucg_boost_lock, flags);
+	gpucg_boost_unlock_irqrestore(flags);
 }
 EXPORT_SYMBOL_GPL(gpucg_boost_unlink);
 
@@ -1125,6 +1305,7 @@ struct gpucg_engine *__gpucg_engine_create(struct gpucg_device *dev,
 					   struct lock_class_key *key)
 {
 	struct gpucg_engine *engine;
+	int id;
 
 	if (!dev)
 		return NULL;
@@ -1148,9 +1329,19 @@ struct gpucg_engine *__gpucg_engine_create(struct gpucg_device *dev,
 	}
 
 	mutex_lock(&gpucg_mutex);
-	engine->id = dev->nr_engines++;
-	list_add_tail(&engine->dev_node, &dev->engines);
+	/* an id no live engine of @dev has: the pools' entities are under it */
+	id = WARN_ON_ONCE(dev->released) ? -ENODEV :
+	     ida_alloc(&dev->engine_ids, GFP_KERNEL);
+	if (id >= 0) {
+		engine->id = id;
+		list_add_tail(&engine->dev_node, &dev->engines);
+	}
 	mutex_unlock(&gpucg_mutex);
+	if (id < 0) {
+		gpucg_group_free(&engine->root);
+		kfree(engine);
+		return ERR_PTR(id);
+	}
 	return engine;
 }
 EXPORT_SYMBOL_GPL(__gpucg_engine_create);
@@ -1178,7 +1369,7 @@ void gpucg_engine_destroy(struct gpucg_engine *engine)
 	if (engine->group_ops) {
 		spin_lock_irqsave(&engine->lock, flags);
 		while ((q = gpucg_next(engine)))
-			gpucg_queue_deactivate(q, ktime_get_ns());
+			gpucg_queue_deactivate(q, gpucg_now());
 		spin_unlock_irqrestore(&engine->lock, flags);
 	}
 	WARN_ON_ONCE(!RB_EMPTY_ROOT(&engine->top.children.rb_root));
@@ -1192,6 +1383,10 @@ void gpucg_engine_destroy(struct gpucg_engine *engine)
 		kfree(ent);
 	}
 	list_del(&engine->dev_node);
+	ida_free(&engine->dev->engine_ids, engine->id);
+	/* the device was released while it had engines: this was the last */
+	if (engine->dev->released && list_empty(&engine->dev->engines))
+		gpucg_device_release(engine->dev);
 	mutex_unlock(&gpucg_mutex);
 	gpucg_group_free(&engine->root);
 	kfree(engine);
@@ -1212,7 +1407,8 @@ void gpucg_sched_pool_free(struct gpucg_pool *pool)
 		spin_unlock_irqrestore(&ent->engine->lock, flags);
 		WARN_ON_ONCE(ent->active || ent->inflight ||
 			     !list_empty(&ent->boosts_out) ||
-			     !list_empty(&ent->boosts_in) ||
+			     !RB_EMPTY_ROOT(&ent->boosts_in.rb_root) ||
+			     !RB_EMPTY_ROOT(&ent->boosts_local.rb_root) ||
 			     !RB_EMPTY_ROOT(&ent->queues.rb_root) ||
 			     !RB_EMPTY_ROOT(&ent->children.rb_root));
 		list_del(&ent->engine_node);
@@ -1253,7 +1449,7 @@ void gpucg_sched_rekey(struct gpucg *cg)
 			xa_for_each(&pool->ents, eid, ent) {
 				spin_lock_irqsave(&ent->engine->lock, flags);
 				WRITE_ONCE(ent->prio, prio);
-				gpucg_entity_update(ent, ktime_get_ns());
+				gpucg_entity_update(ent, gpucg_now());
 				spin_unlock_irqrestore(&ent->engine->lock, flags);
 				gpucg_boost_refresh(ent);
 			}
@@ -1570,6 +1766,8 @@ static void gpucg_queue_deactivate(struct gpucg_queue *q, u64 now)
 	rb_erase_cached(&q->node, &ent->queues);
 	RB_CLEAR_NODE(&q->node);
 	q->active = false;
+	/* its work may have left with its entity: gpucg_boost_expire() */
+	WRITE_ONCE(q->engine->boost_starts, q->engine->boost_starts + 1);
 	gpucg_entity_update(ent, now);
 	/*
 	 * None of its own queues ready, and no job started: it keeps the
@@ -1607,9 +1805,9 @@ void gpucg_queue_sync(struct gpucg_queue *q,
 	spin_lock_irqsave(&engine->lock, flags);
 	r = ready(q);
 	if (r && !q->active)
-		gpucg_queue_activate(q, ktime_get_ns());
+		gpucg_queue_activate(q, gpucg_now());
 	else if (!r && q->active)
-		gpucg_queue_deactivate(q, ktime_get_ns());
+		gpucg_queue_deactivate(q, gpucg_now());
 	spin_unlock_irqrestore(&engine->lock, flags);
 }
 EXPORT_SYMBOL_GPL(gpucg_queue_sync);
@@ -1633,7 +1831,7 @@ void gpucg_queue_fini(struct gpucg_queue *q)
 	if (READ_ONCE(q->active)) {
 		spin_lock_irqsave(&q->engine->lock, flags);
 		if (q->active)
-			gpucg_queue_deactivate(q, ktime_get_ns());
+			gpucg_queue_deactivate(q, gpucg_now());
 		spin_unlock_irqrestore(&q->engine->lock, flags);
 	}
 	css_put(&q->cg->css);
@@ -1964,7 +2162,7 @@ gpucg_queue_pick(struct gpucg_engine *engine,
 	*retry_ns = 0;
 	gpucg_boost_expire(engine);
 	spin_lock_irqsave(&engine->lock, flags);
-	now = ktime_get_ns();
+	now = gpucg_now();
 	while ((q = gpucg_next(engine))) {
 		hold = gpucg_hold(engine, q->ent, now);
 		if (hold) {
@@ -1989,13 +2187,59 @@ out:
 }
 EXPORT_SYMBOL_GPL(gpucg_queue_pick);
 
+/*
+ * A kernel job (no client) goes to @engine: it counts among the jobs in
+ * flight, so that the engine's estimate of their end holds, and its time
+ * goes to the device's total, but to no cgroup's vtime, and it arms no
+ * anticipation: its ticket's entity is the engine's top, which has no
+ * parent to account to. Engine lock held.
+ */
+static void gpucg_ticket_kernel(struct gpucg_engine *engine,
+				struct gpucg_ticket *t, u64 now)
+{
+	WRITE_ONCE(engine->boost_starts, engine->boost_starts + 1);
+	t->ent = &engine->top;
+	t->cg = &gpucg_root;
+	t->est_ns = engine->est_ns ?: NSEC_PER_MSEC;
+	engine->tickets++;
+	engine->busy_until = max(now, engine->busy_until) + t->est_ns;
+}
+
+/**
+ * gpucg_kernel_start() - a job of the kernel's own goes to the hardware
+ * @engine: the engine; NULL is allowed
+ * @t: the job's ticket, for gpucg_charge()
+ *
+ * For a job without a client (a driver's page-table update, a buffer move)
+ * that the driver does not queue through the core: its GPU time shows in
+ * the device's total (the root cgroup's gpu.stat), it moves no cgroup's
+ * vtime and the engine expects nothing back after it.
+ *
+ * Context: any context.
+ */
+void gpucg_kernel_start(struct gpucg_engine *engine, struct gpucg_ticket *t)
+{
+	unsigned long flags;
+
+	t->ent = NULL;
+	if (!engine)
+		return;
+	spin_lock_irqsave(&engine->lock, flags);
+	gpucg_ticket_kernel(engine, t, gpucg_now());
+	spin_unlock_irqrestore(&engine->lock, flags);
+}
+EXPORT_SYMBOL_GPL(gpucg_kernel_start);
+
 /**
  * gpucg_queue_start() - a job of @q goes to the hardware
  * @q: the queue, from gpucg_queue_pick()
  * @t: the job's ticket, for gpucg_charge()
  *
  * Charges an estimate of the job's GPU time now, so that the next pick
- * sees it, and the time the queue was ready before its job started.
+ * sees it, and the time the queue was ready before its job started. A
+ * queue without a client (gpucg_queue_init()) is the kernel's: its job is
+ * a kernel job (gpucg_kernel_start()), ordered among the root cgroup's
+ * queues by its own vtime.
  *
  * Context: any context.
  */
@@ -2010,7 +2254,25 @@ void gpucg_queue_start(struct gpucg_queue *q, struct gpucg_ticket *t)
 	if (!q->engine)
 		return;
 	spin_lock_irqsave(&q->engine->lock, flags);
-	now = ktime_get_ns();
+	now = gpucg_now();
+	if (!q->client && !q->engine->group_ops) {
+		gpucg_ticket_kernel(q->engine, t, now);
+		if (q->active) {
+			rb_erase_cached(&q->node, &q->ent->queues);
+			wait = now - q->ready_ns;
+			q->ready_ns = now;
+		}
+		q->vtime += t->est_ns;
+		if (vtime_before(q->ent->qvclock, q->vtime))
+			q->ent->qvclock = q->vtime;
+		if (q->active)
+			rb_add_cached(&q->node, &q->ent->queues,
+				      gpucg_queue_less);
+		spin_unlock_irqrestore(&q->engine->lock, flags);
+		if (wait)
+			atomic64_add(wait, &q->engine->dev->root.wait_ns);
+		return;
+	}
 	/* an owner that moved takes even a queue that never idles along */
 	if (q->active && q->client &&
 	    rcu_access_pointer(q->client->cg) != q->cg) {
@@ -2021,6 +2283,8 @@ void gpucg_queue_start(struct gpucg_queue *q, struct gpucg_ticket *t)
 		gpucg_queue_bind(q);
 	}
 	ent = q->ent;
+	/* a job left its queue: gpucg_boost_expire() looks again */
+	WRITE_ONCE(q->engine->boost_starts, q->engine->boost_starts + 1);
 	/* it awaits no loan any more; the band it is expected back in */
 	gpucg_await_end(ent);
 	ent->await_ns = 0;
@@ -2092,7 +2356,8 @@ void gpucg_charge(struct gpucg_engine *engine, struct gpucg_ticket *t, u64 ns)
 		return;
 	}
 	spin_lock_irqsave(&engine->lock, flags);
-	now = ktime_get_ns();
+	now = gpucg_now();
+	/* a kernel job's entity is the top: nothing to account, or expect */
 	if (ns > t->est_ns)
 		gpucg_entity_account(ent, ns - t->est_ns, false);
 	else
@@ -2116,7 +2381,7 @@ void gpucg_charge(struct gpucg_engine *engine, struct gpucg_ticket *t, u64 ns)
 	if (!engine->tickets || (s64)(engine->busy_until - now) < 0)
 		engine->busy_until = now;
 	/* only work that waits to be ready again */
-	if (!ent->inflight && !ent->active) {
+	if (ent->parent && !ent->inflight && !ent->active) {
 		if (ns)
 			gpucg_expect(ent, now);
 		else
@@ -2275,3 +2540,56 @@ out:
 	return share;
 }
 EXPORT_SYMBOL_GPL(gpucg_queue_share);
+
+#if IS_ENABLED(CONFIG_KUNIT)
+/**
+ * gpucg_kunit_cgroup() - a cgroup for a KUnit test, in no hierarchy
+ * @test: the test, whose memory it is
+ * @parent: its parent, from this call; NULL: under the root
+ * @weight: its default gpu.weight
+ * @prio: its gpu.priority
+ *
+ * Lets a KUnit test (this core's, drm_sched's) place clients in cgroups
+ * without a cgroup2 mount, on UML as in a VM. Its css holds no references
+ * (as the root's): the test keeps it, and must release every device that
+ * has state in it (gpucg_put_device()) before the test ends; allocated
+ * before those devices are registered, a deferred action that releases
+ * them runs first.
+ *
+ * Context: process context, may sleep; a KUnit test.
+ * Return: the cgroup; the test fails if it cannot be allocated.
+ */
+struct gpucg *gpucg_kunit_cgroup(struct kunit *test, struct gpucg *parent,
+				 u32 weight, int prio)
+{
+	struct gpucg *cg = kunit_kzalloc(test, sizeof(*cg), GFP_KERNEL);
+
+	KUNIT_ASSERT_NOT_NULL(test, cg);
+	cg->css.flags = CSS_NO_REF;
+	cg->css.parent = &(parent ?: &gpucg_root)->css;
+	cg->weight = weight;
+	cg->priority = prio;
+	xa_init(&cg->pools);
+	return cg;
+}
+EXPORT_SYMBOL_IF_KUNIT(gpucg_kunit_cgroup);
+
+/**
+ * gpucg_kunit_client() - a client of @dev owned by a KUnit test's cgroup
+ * @dev: the device
+ * @cg: from gpucg_kunit_cgroup()
+ *
+ * Context: process context, may sleep; a KUnit test.
+ * Return: the client, for gpucg_client_put(), or an ERR_PTR().
+ */
+struct gpucg_client *gpucg_kunit_client(struct gpucg_device *dev,
+					struct gpucg *cg)
+{
+	return gpucg_client_new(dev, cg);
+}
+EXPORT_SYMBOL_IF_KUNIT(gpucg_kunit_client);
+#endif
+
+#if IS_ENABLED(CONFIG_CGROUP_GPU_KUNIT_TEST)
+#include "gpu_sched_test.c"
+#endif

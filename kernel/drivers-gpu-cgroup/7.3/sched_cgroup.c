@@ -809,9 +809,8 @@ void drm_sched_job_gpucg_start(struct drm_sched_job *job,
 		if (!drm_sched_gpucg_rq_busy(&grq->rq))
 			gpucg_queue_sync(&grq->q, drm_sched_gpucg_rq_ready);
 	} else if (drm_sched_gpucg_grouped(sched)) {
-		/* the kernel's own jobs: the root cgroup's GPU time */
-		gpucg_queue_start(gpucg_client_group(sched->gpucg, NULL),
-				  &job->gpucg);
+		/* the kernel's own jobs: the device's GPU time, no cgroup's */
+		gpucg_kernel_start(sched->gpucg, &job->gpucg);
 	} else if (entity->gpucg_ready) {
 		gpucg_queue_start(&entity->gpucg, &job->gpucg);
 	}

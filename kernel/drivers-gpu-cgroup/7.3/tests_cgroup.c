@@ -10,13 +10,14 @@
  * cgroups' run queues; and the dependency a job lends its priority to from
  * its push on.
  *
- * The cgroups come from whoever loads the module (the project's harness
- * does): drm_sched_tests.gpucg_root names a directory of the cgroup2 hierarchy
- * whose children w100, e100, w400 and w900 have those gpu.weight defaults,
- * and p100 and p0 those gpu.priority values (the directory itself at 100,
- * so that p100 is not clamped). Without it the suite skips: there is nothing
- * to place the clients in. Each test registers a device of its own with the
- * controller, unpublished, so no interface file shows it.
+ * The clients' cgroups are w100, e100, w400 and w900, of those gpu.weight
+ * defaults, and p100 and p0, of those gpu.priority values, under a parent
+ * at priority 100 (so that p100 is not clamped). Whoever loads the module
+ * may name a directory of the cgroup2 hierarchy that has them
+ * (drm_sched_tests.gpucg_root, the project's VM harness does); without it,
+ * as on UML, each test makes cgroups of its own that belong to no
+ * hierarchy (gpucg_kunit_cgroup()). Each test registers a device of its
+ * own with the controller, unpublished, so no interface file shows it.
  *
  * A client runs in a kthread worker and keeps a number of jobs queued
  * (deep) or submits one job, waits for it and sleeps (interactive, or a
@@ -53,14 +54,26 @@ MODULE_IMPORT_NS("EXPORTED_FOR_KUNIT_TESTING");
 
 static char *gpucg_root;
 module_param(gpucg_root, charp, 0400);
-MODULE_PARM_DESC(gpucg_root, "cgroup2 path of the loader's cgroups for the gpu cgroup tests (w100, e100, w400, w900, p100, p0)");
+MODULE_PARM_DESC(gpucg_root, "cgroup2 path of the loader's cgroups for the gpu cgroup tests (w100, e100, w400, w900, p100, p0); without it the tests make their own");
+
+/* The cgroups a test makes without gpucg_root, by name (cg_init()) */
+static const struct {
+	const char *name;
+	u32 weight;
+	int prio;
+} cg_names[] = {
+	{ "w100", 100, 0 }, { "e100", 100, 0 }, { "w400", 400, 0 },
+	{ "w900", 900, 0 }, { "p100", 100, 100 }, { "p0", 100, 0 },
+};
+
+static struct gpucg *cg_made[ARRAY_SIZE(cg_names)];
 
 #define CG_WARMUP_MS	200
 #define CG_WINDOW_MS	1200
 #define CG_MAX_CLIENTS	10
 
 struct cg_client_params {
-	const char *cgroup;	/* under gpucg_root */
+	const char *cgroup;	/* its name, as in cg_names */
 	unsigned int depth;	/* jobs kept queued; 0: interactive */
 	unsigned int job_us;
 	unsigned int wait_us;	/* interactive: sleep between jobs */
@@ -163,8 +176,6 @@ static struct gpucg_device *cg_setup(struct kunit *test,
 	struct gpucg_device *dev;
 	unsigned int i;
 
-	if (!gpucg_root)
-		kunit_skip(test, "no gpucg_root: the cgroups must be prepared by the loader");
 	dev = gpucg_register_device(MKDEV(0, 0));
 	KUNIT_ASSERT_FALSE(test, IS_ERR(dev));
 	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, cg_device_release, dev), 0);
@@ -208,15 +219,26 @@ static void cg_start(struct kunit *test, struct drm_mock_scheduler *sched)
 	kunit_release_action(test, cg_wqueue_start, &sched->base);
 }
 
-/* A client owned by the cgroup @name under gpucg_root, put at the end. */
+/* A client owned by the cgroup @name, put at the end. */
 static struct gpucg_client *cg_client_new(struct kunit *test,
 					  struct gpucg_device *dev,
 					  const char *name)
 {
 	struct gpucg_client *client;
 	struct cgroup *cgrp;
+	unsigned int i;
 	char *path;
 
+	if (!gpucg_root) {
+		for (i = 0; i < ARRAY_SIZE(cg_names); i++)
+			if (!strcmp(cg_names[i].name, name))
+				break;
+		KUNIT_ASSERT_LT_MSG(test, i, ARRAY_SIZE(cg_names), "no cgroup %s", name);
+		client = gpucg_kunit_client(dev, cg_made[i]);
+		KUNIT_ASSERT_FALSE(test, IS_ERR_OR_NULL(client));
+		KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, cg_client_put, client), 0);
+		return client;
+	}
 	path = kasprintf(GFP_KERNEL, "%s/%s", gpucg_root, name);
 	KUNIT_ASSERT_NOT_NULL(test, path);
 	cgrp = cgroup_get_from_path(path);
@@ -768,8 +790,27 @@ static struct kunit_case drm_sched_cgroup_tests[] = {
 	{}
 };
 
+/*
+ * Without gpucg_root, the test's own cgroups, made before any device of the
+ * test's: they go after the deferred actions that release the devices.
+ */
+static int cg_init(struct kunit *test)
+{
+	struct gpucg *parent;
+	unsigned int i;
+
+	if (gpucg_root)
+		return 0;
+	parent = gpucg_kunit_cgroup(test, NULL, CGROUP_WEIGHT_DFL, 100);
+	for (i = 0; i < ARRAY_SIZE(cg_names); i++)
+		cg_made[i] = gpucg_kunit_cgroup(test, parent, cg_names[i].weight,
+						cg_names[i].prio);
+	return 0;
+}
+
 static struct kunit_suite drm_sched_cgroup = {
 	.name = "drm_sched_cgroup_tests",
+	.init = cg_init,
 	.test_cases = drm_sched_cgroup_tests,
 };
 

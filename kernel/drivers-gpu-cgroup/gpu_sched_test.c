@@ -1,0 +1,575 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * KUnit tests of the gpu cgroup controller's scheduling core, built into
+ * gpu_sched.c (CONFIG_CGROUP_GPU_KUNIT_TEST) so that they see its state.
+ *
+ * Each test drives the core as a driver does (queues made ready, picked,
+ * started and charged) on a device and engines of its own, which no
+ * interface file shows (the device is never published), for clients in
+ * cgroups made for the test alone (gpucg_kunit_cgroup(): a &struct gpucg
+ * that belongs to no hierarchy, its css unreferenced, as the root's). The
+ * core's clock is the test's (gpucg_now(), a KUnit static stub), and a
+ * test's engine is simulated by the test (gst_run()): every figure is
+ * exact and the same on every run, on UML as in a VM.
+ *
+ * The promises of the essay at the top of gpu_sched.c that a test asserts
+ * name it. What a test sets up is torn down by the suite's exit, in order:
+ * queues, clients, engines, the device; the cgroups go last, with the
+ * test's memory.
+ */
+
+#include <kunit/test.h>
+
+#define GST_MAX_ENGINES	4
+#define GST_MAX_QUEUES	16
+
+/* A queue of the test's: ready when the test says so. */
+struct gst_queue {
+	struct gpucg_queue	q;
+	struct gpucg_client	*client;
+	bool			ready;
+};
+
+/* One test's world; torn down by gst_exit(). */
+struct gst {
+	struct kunit		*test;
+	u64			now;
+	struct gpucg_device	*dev;
+	struct gpucg_engine	*engines[GST_MAX_ENGINES];
+	unsigned int		nr_engines;
+	struct gst_queue	*queues[GST_MAX_QUEUES];
+	unsigned int		nr_queues;
+};
+
+static u64 gst_now(void)
+{
+	struct gst *w = kunit_get_current_test()->priv;
+
+	return w->now;
+}
+
+static int gst_init(struct kunit *test)
+{
+	struct gst *w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
+
+	KUNIT_ASSERT_NOT_NULL(test, w);
+	w->test = test;
+	w->now = NSEC_PER_SEC;
+	test->priv = w;
+	/* an unpublished device number of no real device */
+	w->dev = gpucg_register_device(MKDEV(0, 0));
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, w->dev);
+	kunit_activate_static_stub(test, gpucg_now, gst_now);
+	return 0;
+}
+
+static void gst_exit(struct kunit *test)
+{
+	struct gst *w = test->priv;
+	unsigned int i;
+
+	for (i = 0; i < w->nr_queues; i++) {
+		gpucg_queue_fini(&w->queues[i]->q);
+		gpucg_client_put(w->queues[i]->client);
+	}
+	for (i = 0; i < w->nr_engines; i++)
+		gpucg_engine_destroy(w->engines[i]);
+	gpucg_put_device(w->dev);
+}
+
+/*
+ * A cgroup of the test's, under @parent (NULL: the root). Freed with the
+ * test's memory after gst_exit() has released the device.
+ */
+static struct gpucg *gst_cgroup(struct gst *w, struct gpucg *parent,
+				u32 weight, int prio)
+{
+	return gpucg_kunit_cgroup(w->test, parent, weight, prio);
+}
+
+static struct gpucg_engine *gst_engine(struct gst *w)
+{
+	struct gpucg_engine *engine = gpucg_engine_create(w->dev, true);
+
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(w->test, engine);
+	KUNIT_ASSERT_LT(w->test, w->nr_engines, GST_MAX_ENGINES);
+	w->engines[w->nr_engines++] = engine;
+	return engine;
+}
+
+/* A queue on @engine of a client owned by @cg; NULL: a kernel queue. */
+static struct gst_queue *gst_queue(struct gst *w, struct gpucg_engine *engine,
+				   struct gpucg *cg)
+{
+	struct gst_queue *tq = kunit_kzalloc(w->test, sizeof(*tq), GFP_KERNEL);
+
+	KUNIT_ASSERT_NOT_NULL(w->test, tq);
+	KUNIT_ASSERT_LT(w->test, w->nr_queues, GST_MAX_QUEUES);
+	if (cg) {
+		tq->client = gpucg_client_new(w->dev, cg);
+		KUNIT_ASSERT_NOT_ERR_OR_NULL(w->test, tq->client);
+	}
+	KUNIT_ASSERT_EQ(w->test, gpucg_queue_init(&tq->q, engine, tq->client, 0), 0);
+	w->queues[w->nr_queues++] = tq;
+	return tq;
+}
+
+static bool gst_ready(struct gpucg_queue *q)
+{
+	return container_of(q, struct gst_queue, q)->ready;
+}
+
+static void gst_sync(struct gst_queue *tq, bool ready)
+{
+	tq->ready = ready;
+	gpucg_queue_sync(&tq->q, gst_ready);
+}
+
+static enum gpucg_take gst_take(struct gpucg_queue *q, void *arg)
+{
+	return gst_ready(q) ? GPUCG_TAKE : GPUCG_SKIP;
+}
+
+/*
+ * Runs the one job of the ready @tq, @ns long, as drm_sched does: the
+ * queue is empty once the job starts, and the job is charged when it ends.
+ */
+static void gst_job(struct gst *w, struct gst_queue *tq, u64 ns)
+{
+	struct gpucg_ticket t;
+
+	gpucg_queue_start(&tq->q, &t);
+	gst_sync(tq, false);
+	w->now += ns;
+	gpucg_charge(tq->q.engine, &t, ns);
+}
+
+/*
+ * Engine ids are allocated and freed (promise 5): an engine made and
+ * destroyed again and again, as nouveau, panthor, imagination and xe do per
+ * user queue, takes back a free id rather than counting up to a wrap that
+ * would alias a live engine, and a cgroup's state under a freed id is gone.
+ */
+static void gpucg_test_engine_ids(struct kunit *test)
+{
+	struct gst *w = test->priv;
+	struct gpucg *cg = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 0);
+	struct gpucg_engine *live = gst_engine(w), *e;
+	struct gpucg_entity *ent;
+	unsigned int i;
+	u32 id = U32_MAX;
+
+	mutex_lock(&gpucg_mutex);
+	ent = gpucg_entity_get(cg, live);
+	mutex_unlock(&gpucg_mutex);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, ent);
+	for (i = 0; i < 1000; i++) {
+		e = gpucg_engine_create(w->dev, true);
+		KUNIT_ASSERT_NOT_ERR_OR_NULL(test, e);
+		KUNIT_EXPECT_NE(test, e->id, live->id);
+		/* the cgroup's entity on the live engine is not this one's */
+		KUNIT_EXPECT_NULL(test, gpucg_entity_find(cg, e));
+		if (i)
+			KUNIT_EXPECT_EQ(test, e->id, id);
+		id = e->id;
+		gpucg_engine_destroy(e);
+	}
+	KUNIT_EXPECT_LT(test, id, 2U);
+	KUNIT_EXPECT_PTR_EQ(test, gpucg_entity_find(cg, live), ent);
+}
+
+/*
+ * A device released while an engine of it is still there (a per-queue
+ * scheduler outliving its device's release) stays, with its cgroups'
+ * state, until that engine is destroyed (promise 5).
+ */
+static void gpucg_test_device_outlives_release(struct kunit *test)
+{
+	struct gst *w = test->priv;
+	struct gpucg *cg = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 0);
+	struct gpucg_engine *engine = gpucg_engine_create(w->dev, true);
+	struct gpucg_queue *q;
+	struct gst_queue tq = {};
+	u64 retry;
+	u32 id = w->dev->id;
+
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, engine);
+	tq.client = gpucg_client_new(w->dev, cg);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, tq.client);
+	KUNIT_ASSERT_EQ(test, gpucg_queue_init(&tq.q, engine, tq.client, 0), 0);
+	gpucg_put_device(w->dev);
+	w->dev = NULL;	/* released: the exit must not put it again */
+	/* the cgroup's state is there for the engine's queue */
+	KUNIT_ASSERT_NOT_NULL(test, xa_load(&cg->pools, id));
+	gst_sync(&tq, true);
+	q = gpucg_queue_pick(engine, gst_take, NULL, &retry);
+	KUNIT_EXPECT_PTR_EQ(test, q, &tq.q);
+	gst_sync(&tq, false);
+	gpucg_queue_fini(&tq.q);
+	gpucg_client_put(tq.client);
+	gpucg_engine_destroy(engine);
+	/* the last engine took the device's state along */
+	KUNIT_EXPECT_NULL(test, xa_load(&cg->pools, id));
+}
+
+/*
+ * Kernel work never arms anticipation and never moves a cgroup's vtime
+ * (DESIGN's kernel-work rule): after a root cgroup's client and a cgroup's
+ * client have used the engine, kernel jobs leave the root's and the
+ * cgroup's vtimes and the list of entities expected back as they were,
+ * and their time shows in the device's total.
+ */
+static void gpucg_test_kernel_jobs(struct kunit *test)
+{
+	struct gst *w = test->priv;
+	struct gpucg *cg = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 0);
+	struct gpucg_engine *engine = gst_engine(w);
+	struct gst_queue *user = gst_queue(w, engine, cg);
+	struct gst_queue *root = gst_queue(w, engine, &gpucg_root);
+	struct gst_queue *kern = gst_queue(w, engine, NULL);
+	struct gpucg_entity *ent = gpucg_entity_find(cg, engine);
+	u64 vtime, root_vtime, usage;
+	struct gpucg_ticket t;
+	unsigned int i;
+
+	/* both clients have run, and their cgroups were expected back */
+	gst_sync(user, true);
+	gst_job(w, user, 2 * NSEC_PER_MSEC);
+	gst_sync(root, true);
+	gst_job(w, root, 2 * NSEC_PER_MSEC);
+	KUNIT_ASSERT_FALSE(test, list_empty(&engine->expected));
+	w->now += NSEC_PER_SEC;	/* both are long overdue */
+	gpucg_hold(engine, ent, w->now);	/* drops the overdue */
+	KUNIT_ASSERT_TRUE(test, list_empty(&engine->expected));
+	vtime = ent->vtime;
+	root_vtime = engine->root.vtime;
+	usage = atomic64_read(&w->dev->root.usage_ns);
+
+	for (i = 0; i < 10; i++) {
+		gst_sync(kern, true);
+		gst_job(w, kern, 3 * NSEC_PER_MSEC);
+		/* and a kernel job that the driver does not queue */
+		gpucg_kernel_start(engine, &t);
+		w->now += NSEC_PER_MSEC;
+		gpucg_charge(engine, &t, NSEC_PER_MSEC);
+	}
+	KUNIT_EXPECT_TRUE(test, list_empty(&engine->expected));
+	KUNIT_EXPECT_EQ(test, engine->nr_expected, 0U);
+	KUNIT_EXPECT_EQ(test, ent->vtime, vtime);
+	KUNIT_EXPECT_EQ(test, engine->root.vtime, root_vtime);
+	KUNIT_EXPECT_EQ(test, engine->tickets, 0U);
+	KUNIT_EXPECT_EQ(test, atomic64_read(&w->dev->root.usage_ns) - usage,
+			10 * 4 * NSEC_PER_MSEC);
+}
+
+/* A client of gst_run(): deep (always ready) or one job at a time. */
+struct gst_client {
+	struct gst_queue	*tq;
+	u64			job_ns;
+	u64			think_ns[2];	/* alternately; shallow only */
+	bool			deep;
+	unsigned int		jobs;
+	u64			ready_at;	/* shallow: next job's arrival */
+	u64			busy_ns;
+};
+
+/* What gst_run() saw of the engine. */
+struct gst_figures {
+	u64	idle_max_ns;	/* longest idle stretch with work ready */
+	u64	idle_ns;	/* all of them */
+};
+
+/*
+ * Simulates an engine that runs one job at a time for @clients, from the
+ * test's now for @ns: it picks whenever it is free, and when the pick holds
+ * it for an entity it expects, sleeps until the retry or an arrival.
+ */
+static void gst_run(struct gst *w, struct gpucg_engine *engine,
+		    struct gst_client *clients, unsigned int n, u64 ns,
+		    struct gst_figures *f)
+{
+	u64 until = w->now + ns, end = 0, next, retry, idle_from = 0;
+	struct gst_client *run = NULL, *c;
+	struct gpucg_ticket t;
+	struct gpucg_queue *q;
+	unsigned int i;
+
+	memset(f, 0, sizeof(*f));
+	for (i = 0; i < n; i++)
+		clients[i].ready_at = w->now;
+	while (w->now < until) {
+		for (i = 0; i < n; i++) {
+			c = &clients[i];
+			if (c != run && !c->tq->ready && c->ready_at <= w->now)
+				gst_sync(c->tq, true);
+		}
+		retry = 0;
+		if (!run) {
+			q = gpucg_queue_pick(engine, gst_take, NULL, &retry);
+			for (i = 0; q && i < n; i++)
+				if (&clients[i].tq->q == q)
+					run = &clients[i];
+			if (run) {
+				if (idle_from) {
+					f->idle_ns += w->now - idle_from;
+					f->idle_max_ns = max(f->idle_max_ns,
+							     w->now - idle_from);
+					idle_from = 0;
+				}
+				gpucg_queue_start(q, &t);
+				end = w->now + run->job_ns;
+				if (!run->deep)
+					gst_sync(run->tq, false);
+				continue;
+			}
+			if (!idle_from) {
+				for (i = 0; i < n; i++)
+					if (clients[i].tq->ready)
+						idle_from = w->now;
+			}
+		}
+		next = until;
+		if (run)
+			next = min(next, end);
+		if (retry)
+			next = min(next, w->now + retry);
+		for (i = 0; i < n; i++)
+			if (&clients[i] != run && !clients[i].tq->ready)
+				next = max(w->now, min(next, clients[i].ready_at));
+		w->now = next;
+		if (run && w->now == end) {
+			gpucg_charge(engine, &t, run->job_ns);
+			run->busy_ns += run->job_ns;
+			if (!run->deep)
+				run->ready_at = w->now +
+					run->think_ns[run->jobs % 2];
+			run->jobs++;
+			run = NULL;
+		}
+	}
+	if (run)	/* the job in flight ends at once */
+		gpucg_charge(engine, &t, run->job_ns);
+}
+
+/*
+ * Promise 2: a client cannot make an engine idle for others for longer
+ * than an absolute bound per job of its own, whatever its own job length
+ * and think times: a shallow client at weight 900 against a deep one at
+ * weight 100, for 60 s.
+ */
+struct gst_idle_case {
+	const char	*name;
+	u64		job_ms;
+	u64		think_us[2];	/* in turn */
+};
+
+static const struct gst_idle_case gst_idle_cases[] = {
+	{ "400 ms jobs, thinks 150 and 450 ms", 400, { 150000, 450000 } },
+	{ "400 ms jobs, thinks 5 and 40 ms", 400, { 5000, 40000 } },
+	{ "1 s jobs, thinks 10 ms", 1000, { 10000, 10000 } },
+	{ "40 ms jobs, thinks 8 and 12 ms", 40, { 8000, 12000 } },
+	{ "2 ms jobs, thinks 1 and 5 ms", 2, { 1000, 5000 } },
+};
+
+KUNIT_ARRAY_PARAM_DESC(gst_idle, gst_idle_cases, name);
+
+static void gpucg_test_idle_bound(struct kunit *test)
+{
+	const struct gst_idle_case *p = test->param_value;
+	struct gst *w = test->priv;
+	struct gpucg_engine *engine = gst_engine(w);
+	struct gpucg *big = gst_cgroup(w, NULL, 900, 0);
+	struct gpucg *small = gst_cgroup(w, NULL, 100, 0);
+	struct gst_client c[2] = {
+		{ .tq = gst_queue(w, engine, big),
+		  .job_ns = p->job_ms * NSEC_PER_MSEC,
+		  .think_ns = { p->think_us[0] * NSEC_PER_USEC,
+				p->think_us[1] * NSEC_PER_USEC } },
+		{ .tq = gst_queue(w, engine, small),
+		  .job_ns = 5 * NSEC_PER_MSEC, .deep = true },
+	};
+	u64 bound = gpucg_gap_max() + 16 * gpucg_anticipate_ns;
+	struct gst_figures f;
+
+	gst_run(w, engine, c, 2, 60 * NSEC_PER_SEC, &f);
+	kunit_info(test, "%s: idle with work ready %llu ms in all, %llu us at most (bound %llu us a job); shares %llu%% and %llu%%\n",
+		   p->name, f.idle_ns / NSEC_PER_MSEC,
+		   f.idle_max_ns / NSEC_PER_USEC, bound / NSEC_PER_USEC,
+		   c[0].busy_ns * 100 / (60 * NSEC_PER_SEC),
+		   c[1].busy_ns * 100 / (60 * NSEC_PER_SEC));
+	KUNIT_EXPECT_LE(test, f.idle_max_ns, bound);
+	KUNIT_EXPECT_LE(test, f.idle_ns, (c[0].jobs + 1) * bound);
+}
+
+/*
+ * The same load twice, from a fresh world each time, gives the same
+ * figures to the nanosecond: the core takes its time from the test alone.
+ */
+static void gst_same_load(struct kunit *test, u64 *fig)
+{
+	struct gst *w = test->priv;
+	struct gpucg_engine *engine = gst_engine(w);
+	struct gpucg *a = gst_cgroup(w, NULL, 300, 0);
+	struct gpucg *b = gst_cgroup(w, NULL, 100, 0);
+	struct gst_client c[3] = {
+		{ .tq = gst_queue(w, engine, a), .job_ns = 3 * NSEC_PER_MSEC,
+		  .think_ns = { 1200 * NSEC_PER_USEC, 2500 * NSEC_PER_USEC } },
+		{ .tq = gst_queue(w, engine, b), .job_ns = 5 * NSEC_PER_MSEC,
+		  .deep = true },
+		{ .tq = gst_queue(w, engine, b), .job_ns = 1 * NSEC_PER_MSEC,
+		  .deep = true },
+	};
+	struct gst_figures f;
+
+	gst_run(w, engine, c, 3, 10 * NSEC_PER_SEC, &f);
+	fig[0] = c[0].busy_ns;
+	fig[1] = c[1].busy_ns;
+	fig[2] = c[2].busy_ns;
+	fig[3] = f.idle_ns;
+}
+
+static void gpucg_test_deterministic(struct kunit *test)
+{
+	u64 one[4], two[4];
+
+	gst_same_load(test, one);
+	gst_exit(test);
+	KUNIT_ASSERT_EQ(test, gst_init(test), 0);
+	gst_same_load(test, two);
+	kunit_info(test, "busy %llu, %llu and %llu us, idle %llu us of 10 s\n",
+		   one[0] / NSEC_PER_USEC, one[1] / NSEC_PER_USEC,
+		   one[2] / NSEC_PER_USEC, one[3] / NSEC_PER_USEC);
+	KUNIT_EXPECT_GT(test, one[0], 0ULL);
+	KUNIT_EXPECT_GT(test, one[1], 0ULL);
+	KUNIT_EXPECT_GT(test, one[2], 0ULL);
+	KUNIT_EXPECT_MEMEQ(test, one, two, sizeof(one));
+}
+
+/*
+ * Promise 3: the links of many waiters cost no more with interrupts off
+ * than the links of a few. N waiters on one job, then the job leaves its
+ * queue: the longest section under the boost lock looks at no more links
+ * with 10,000 waiters than twice what it looks at with 10.
+ */
+struct gst_wait {
+	struct gpucg_boost	b;
+	bool			done;
+};
+
+static bool gst_wait_done(struct gpucg_boost *b)
+{
+	return container_of(b, struct gst_wait, b)->done;
+}
+
+static unsigned int gst_waiters(struct kunit *test, unsigned int n)
+{
+	struct gst *w = test->priv;
+	struct gpucg *low = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, -100);
+	struct gpucg *high = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 100);
+	struct gpucg_engine *target = gst_engine(w), *other = gst_engine(w);
+	struct gst_queue *signaller = gst_queue(w, target, low);
+	struct gst_queue *waiter = gst_queue(w, other, high);
+	struct gpucg_entity *ent = gpucg_entity_find(low, target);
+	struct gst_wait *waits;
+	struct gpucg_queue *q;
+	unsigned int i, steps;
+	u64 retry;
+
+	waits = kunit_kcalloc(test, n, sizeof(*waits), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, waits);
+	gst_sync(signaller, true);
+	for (i = 0; i < n; i++)
+		gpucg_boost_link(&waits[i].b, &waiter->q, target,
+				 signaller->client, gst_wait_done);
+	KUNIT_EXPECT_EQ(test, ent->boost, 100);
+	KUNIT_EXPECT_EQ(test, target->nr_boosts, n);
+	/* the job goes to the hardware: every wait on it is done */
+	for (i = 0; i < n; i++)
+		waits[i].done = true;
+	q = gpucg_queue_pick(target, gst_take, NULL, &retry);
+	KUNIT_EXPECT_PTR_EQ(test, q, &signaller->q);
+	gst_job(w, signaller, NSEC_PER_MSEC);
+	gpucg_boost_steps_max = 0;
+	q = gpucg_queue_pick(target, gst_take, NULL, &retry);
+	steps = gpucg_boost_steps_max;
+	KUNIT_EXPECT_EQ(test, target->nr_boosts, 0U);
+	KUNIT_EXPECT_EQ(test, ent->boost, GPUCG_KEY_NONE);
+	for (i = 0; i < n; i++)
+		gpucg_boost_unlink(&waits[i].b);
+	return steps;
+}
+
+static void gpucg_test_many_waiters(struct kunit *test)
+{
+	unsigned int few = gst_waiters(test, 10);
+	unsigned int many;
+
+	gst_exit(test);
+	KUNIT_ASSERT_EQ(test, gst_init(test), 0);
+	many = gst_waiters(test, 10000);
+	kunit_info(test, "links looked at with interrupts off, at most: %u with 10 waiters, %u with 10000\n",
+		   few, many);
+	KUNIT_EXPECT_GT(test, few, 0U);
+	KUNIT_EXPECT_LE(test, many, 2 * few);
+}
+
+/*
+ * A lowered priority reaches every link of the cgroup's waits, however
+ * many (a change used to stop after GPUCG_BOOST_BUDGET links, and the rest
+ * lent the old priority until their waits ended), and no more than a batch
+ * of them with interrupts off.
+ */
+static void gpucg_test_priority_change_reaches_every_link(struct kunit *test)
+{
+	struct gst *w = test->priv;
+	struct gpucg *low = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, -500);
+	struct gpucg *high = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 100);
+	struct gpucg_engine *target = gst_engine(w), *other = gst_engine(w);
+	struct gst_queue *signaller = gst_queue(w, target, low);
+	struct gst_queue *waiter = gst_queue(w, other, high);
+	struct gpucg_entity *ent = gpucg_entity_find(low, target);
+	struct gpucg_entity *from = gpucg_entity_find(high, other);
+	const unsigned int n = 4 * GPUCG_BOOST_BUDGET;
+	unsigned int i, stale = 0;
+	struct gst_wait *waits;
+
+	waits = kunit_kcalloc(test, n, sizeof(*waits), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, waits);
+	gst_sync(signaller, true);
+	for (i = 0; i < n; i++)
+		gpucg_boost_link(&waits[i].b, &waiter->q, target,
+				 signaller->client, gst_wait_done);
+	KUNIT_EXPECT_EQ(test, ent->boost, 100);
+	/* gpucg_sched_rekey(), for one entity */
+	WRITE_ONCE(from->prio, -100);
+	gpucg_boost_steps_max = 0;
+	gpucg_boost_refresh(from);
+	KUNIT_EXPECT_EQ(test, ent->boost, -100);
+	for (i = 0; i < n; i++)
+		stale += waits[i].b.prio != -100;
+	KUNIT_EXPECT_EQ(test, stale, 0U);
+	KUNIT_EXPECT_LE(test, gpucg_boost_steps_max, GPUCG_EXPIRE_BATCH);
+	for (i = 0; i < n; i++)
+		gpucg_boost_unlink(&waits[i].b);
+	KUNIT_EXPECT_EQ(test, ent->boost, GPUCG_KEY_NONE);
+}
+
+static struct kunit_case gpucg_sched_cases[] = {
+	KUNIT_CASE(gpucg_test_engine_ids),
+	KUNIT_CASE(gpucg_test_device_outlives_release),
+	KUNIT_CASE(gpucg_test_kernel_jobs),
+	KUNIT_CASE_PARAM(gpucg_test_idle_bound, gst_idle_gen_params),
+	KUNIT_CASE(gpucg_test_many_waiters),
+	KUNIT_CASE(gpucg_test_priority_change_reaches_every_link),
+	KUNIT_CASE(gpucg_test_deterministic),
+	{}
+};
+
+static struct kunit_suite gpucg_sched_suite = {
+	.name = "gpu_cgroup_sched",
+	.init = gst_init,
+	.exit = gst_exit,
+	.test_cases = gpucg_sched_cases,
+};
+
+kunit_test_suite(gpucg_sched_suite);

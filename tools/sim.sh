@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# The virtual-time tier: the scheduling core's KUnit suite and upstream's
+# drm_sched suites on a UML kernel of 7.3's tree with the series, and the
+# core's suite on one of 6.12's, run by the kernel's own runner
+# (tools/testing/kunit/kunit.py) with time-travel=inf-cpu: clocks and timers
+# are virtual and CPU work takes no time, so the figures are exact and the
+# same on every run. No root, no emulator.
+#
+#   tools/sim.sh [all]   build, then run
+#   tools/sim.sh build [BASE]
+#                        the UML kernels, incrementally ($PYCGPU_CACHE/BASE/uml),
+#                        of both bases or of BASE alone
+#   tools/sim.sh run     the suites: the core's on both bases, upstream's
+#                        drm_sched under FIFO and under FAIR on 7.3
+#
+# The kernel configurations are kernel/drivers-gpu-cgroup/uml.kunitconfig
+# (7.3) and uml-core.kunitconfig (6.12) over kunit.py's UML defaults. The
+# kernel's log of each boot and its parsed results go to $PYCGPU_CACHE/BASE/uml.
+set -euo pipefail
+export PYCGPU_BASE=7.3
+. "$(dirname "$0")/common.sh"
+
+# The UML build directory, source tree and configuration of a base
+uml_dir() { echo "$CACHE/$1/uml"; }
+uml_src() { echo "$CACHE/$1/linux"; }
+uml_config() {
+	case $1 in
+		7.3) echo "$SERIES_DIR/uml.kunitconfig" ;;
+		6.12) echo "$SERIES_DIR/uml-core.kunitconfig" ;;
+	esac
+}
+
+build_base() {
+	local base=$1 uml
+	uml=$(uml_dir "$base")
+	PYCGPU_BASE=$base "$ROOT/tools/kernel.sh" apply
+	run_logged "building $base's UML kernel for the virtual-time suites (-j$JOBS)" "$uml.build.log" \
+		python3 "$(uml_src "$base")/tools/testing/kunit/kunit.py" build --build_dir="$uml" \
+		--kunitconfig="$(uml_config "$base")" --jobs="$JOBS"
+}
+
+cmd_build() {
+	case ${1:-both} in
+		both) build_base 7.3; build_base 6.12 ;;
+		7.3 | 6.12) build_base "$1" ;;
+		*) die "tools/sim.sh build: no base $1 (6.12 or 7.3)" ;;
+	esac
+}
+
+# Runs the suites matching each GLOB, one boot each, under drm_sched's
+# POLICY (gpu_sched.sched_policy): the kernel's log of the Nth goes to
+# $PYCGPU_CACHE/BASE/uml/raw-NAME-N.log, its parsed results beside it.
+# Prints the results, and the figures the controller's suites print (their
+# "# test: ..." lines).
+run_suites() {
+	local base=$1 name=$2 policy=$3 glob rc=0 n=0 raw uml src
+	shift 3
+	uml=$(uml_dir "$base")
+	src=$(uml_src "$base")
+	[ -x "$uml/linux" ] || die "no UML kernel in $uml: run tools/sim.sh build"
+	say "virtual time, $base, $name (sched_policy=$policy): $*"
+	for glob; do
+		n=$((n + 1))
+		raw=$uml/raw-$name-$n.log
+		(cd "$src" && python3 tools/testing/kunit/kunit.py exec --build_dir="$uml" --timeout=600 \
+			--kernel_args=time-travel=inf-cpu \
+			--kernel_args="gpu_sched.sched_policy=$policy" \
+			--raw_output=all "$glob") >"$raw" 2>&1 || rc=$?
+		python3 "$src/tools/testing/kunit/kunit.py" parse --json="$uml/results-$name-$n.json" "$raw" \
+			>"$uml/results-$name-$n.log" 2>&1 || rc=$?
+		grep -h -E 'Testing complete|FAILED|CRASHED|ASSERTION|EXPECTATION|Expected' \
+			"$uml/results-$name-$n.log" | sed "s/^\[[0-9:]*\] /  $glob: /" || true
+		grep -h -E '^ +# (gpucg_test|drm_sched_cgroup)[a-z_0-9]*: ' "$raw" |
+			grep -v -E ': pass:[0-9]+ |\.speed: ' | sed 's/^ *# /    /' || true
+	done
+	[ "$rc" -eq 0 ] || die "$base's $name suites failed (logs: $uml/raw-$name-*.log, $uml/results-$name-*.log)"
+}
+
+# Upstream's drm_sched suites but drm_sched_scheduler_overhead_tests, whose
+# jobs time out on virtual time (it times the scheduler's own overhead in
+# wall-clock time, which time-travel does not have); under the fair policy,
+# the cgroup suite too (the cgroup order extends that policy: under FIFO
+# the suite skips).
+DRM_SCHED_SUITES=(
+	'drm_sched_basic*' 'drm_sched_concurrent*'
+	'drm_sched_scheduler_two_clients*' 'drm_sched_scheduler_many_clients*'
+)
+
+cmd_run() {
+	run_suites 7.3 core 1 'gpu_cgroup_sched*'
+	run_suites 6.12 core 1 'gpu_cgroup_sched*'
+	run_suites 7.3 fifo 1 "${DRM_SCHED_SUITES[@]}"
+	run_suites 7.3 fair 2 "${DRM_SCHED_SUITES[@]}" 'drm_sched_cgroup*'
+}
+
+case ${1:-all} in
+	all) cmd_build; cmd_run ;;
+	build) cmd_build "${2:-both}" ;;
+	run) cmd_run ;;
+	*) die "usage: tools/sim.sh [all|build|run]" ;;
+esac
