@@ -109,6 +109,26 @@ def parse_number(text: str, what: str, expected: str | None = None, *, signed: b
     return int(t, 10)
 
 
+def _escaped(ch: str) -> str:
+    code = ord(ch)
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that is not UTF-8 (os.fsdecode's surrogate escape)
+        return f"\\x{code - 0xDC00:02x}"
+    if code < 0x20 or code == 0x7F:
+        return f"\\x{code:02x}"
+    return ch
+
+
+def printable_name(name: str) -> str:
+    """A cgroup name or path as pycgpu prints it, in text and JSON alike
+    (the one rule): a byte that is not UTF-8 and a control character as
+    ``\\xNN``, anything else as it is, a backslash included (systemd's unit
+    names escape with ``\\x2d``: they print as systemctl prints them). The
+    result is valid UTF-8 on one line."""
+    if name.isprintable():
+        return name
+    return "".join(map(_escaped, name))
+
+
 def _lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.strip()]
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from . import model
 from .cgroup import READ, CgroupError
+from .formats import printable_name
 from .memory import Interface
 
 SCHEMA = "pycgpu.show/v1"  # = schemas.SHOW_V1
@@ -137,11 +138,25 @@ def add_capped_by(mount: Path, items: list[dict[str, Any]]) -> None:
 def document(mount: Path, items: list[dict[str, Any]],
              regions: Interface | None = None) -> dict[str, Any]:
     """The whole pycgpu.show/v1 document; with @regions, the kernel's memory
-    interface and its regions (``memory``, added in v1)."""
-    doc: dict[str, Any] = {"schema": SCHEMA, "cgroup_root": str(mount), "cgroups": items}
+    interface and its regions (``memory``, added in v1). Group names as
+    :func:`pycgpu.core.formats.printable_name` prints them (no lone
+    surrogates for bytes that are not UTF-8)."""
+    doc: dict[str, Any] = {"schema": SCHEMA, "cgroup_root": printable_name(str(mount)),
+                           "cgroups": [printable(item) for item in items]}
     if regions is not None:
         doc["memory"] = regions_json(regions)
     return doc
+
+
+_NAMES = ("path", "priority_capped_by")
+
+
+def printable(item: dict[str, Any]) -> dict[str, Any]:
+    """A show/v1 item with its group names (path, priority_capped_by) as
+    :func:`pycgpu.core.formats.printable_name` prints them."""
+    if all(printable_name(item[k]) == item[k] for k in _NAMES if k in item):
+        return item
+    return {k: printable_name(v) if k in _NAMES else v for k, v in item.items()}
 
 
 def regions_json(regions: Interface) -> dict[str, Any]:

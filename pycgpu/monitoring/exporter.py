@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from .. import __version__
-from ..core.formats import DevT
+from ..core.formats import DevT, printable_name
 from . import Sample
 from .view import Monitor, Row
 
@@ -204,12 +204,12 @@ METRICS: dict[str, tuple[str, str, str]] = {
 
 
 def escape(value: str) -> str:
-    """A label value for the text format (backslash, quote, newline escaped;
-    bytes that are not UTF-8, from a cgroup name, replaced)."""
-    if not value.isascii():
-        value = value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    if "\\" in value or '"' in value or "\n" in value:
-        value = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    """A label value for the text format: a cgroup name as
+    :func:`pycgpu.core.formats.printable_name` prints it (bytes that are not
+    UTF-8 and control characters as \\xNN), then backslash and quote escaped."""
+    value = printable_name(value)
+    if "\\" in value or '"' in value:
+        value = value.replace("\\", "\\\\").replace('"', '\\"')
     return value
 
 

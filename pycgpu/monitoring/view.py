@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..core.formats import DevT, format_size_human
+from ..core.formats import DevT, format_size_human, printable_name
 from . import DeviceUsage, GroupUsage, Rates, Sample, Source, rates
 from .containers import Container, Resolver, identify
 
@@ -253,7 +253,7 @@ def stat_document(monitor: Monitor, cgroup_root: str | None, interval_s: float,
     groups = []
     for group in monitor.groups():
         c = monitor.container(group.path)
-        item: dict[str, Any] = {"path": group.path, "leaf": group.leaf,
+        item: dict[str, Any] = {"path": printable_name(group.path), "leaf": group.leaf,
                                 "container": c.to_json() if c else None}
         if group.priority is not None:
             item["priority"] = group.priority
@@ -341,7 +341,8 @@ def columns(rows: list[Row], device_names: dict[DevT, str] | None = None,
             pod = f"{r.namespace}/{pod}"
         elif r.container and not r.container.pod and r.container.pod_uid:
             pod = r.container.pod_uid[:8]
-        line = [r.name, pod or "-", names.get(r.devt, str(r.devt)), pct(r.gpu_percent)]
+        line = [printable_name(r.name), pod or "-", names.get(r.devt, str(r.devt)),
+                pct(r.gpu_percent)]
         line += [pct(r.rates.engines.get(e) if r.rates else None)
                  if e in r.usage.engines else "-" for e in engines]
         mem = r.usage.memory
@@ -359,7 +360,7 @@ def columns(rows: list[Row], device_names: dict[DevT, str] | None = None,
         if not kernel and rows:
             line += [str(r.usage.clients or 0)]
         if wide:
-            line += [r.container.runtime if r.container else "-", r.path]
+            line += [r.container.runtime if r.container else "-", printable_name(r.path)]
         cells.append(line)
     return header, cells
 

@@ -523,6 +523,8 @@ def test_exporter_counts_a_failed_scrape_and_keeps_serving(tmp_path):
 def test_exporter_label_values_are_escaped():
     from pycgpu.monitoring.exporter import escape
 
-    assert escape('a\\b"c\nd') == 'a\\\\b\\"c\\nd'
-    assert escape("caf\udce9") == "caf\ufffd"  # a cgroup name that is not UTF-8
+    # a cgroup name by formats.printable_name (a newline, a byte that is not
+    # UTF-8 as \xNN), then the format's escapes
+    assert escape('a\\b"c\nd') == 'a\\\\b\\"c\\\\x0ad'
+    assert escape("caf\udce9") == "caf\\\\xe9"
     assert escape("plain") == "plain"

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from ...core.formats import DevT
+from ...core.formats import DevT, printable_name
 from .common import BadValue, State, complete_path, pass_state, translated
 
 
@@ -36,7 +36,9 @@ def render(item: dict[str, Any], names: Mapping[DevT, str] | None = None) -> lis
     """The text lines of one show/v1 item; @names (render node names by
     device number) name the devices, MAJ:MIN beside."""
     from ...core.formats import format_size_human
+    from ...core.snapshot import printable
 
+    item = printable(item)
     dev = _labels(names or {})
     totals = item["path"] == "/" and ("stat" in item or "memory" in item)
     if not item["gpu_enabled"] and not totals:
@@ -107,7 +109,8 @@ def show(state: State, path: str, recursive: bool, as_json: bool) -> None:
         # a descendant that cannot be read or parsed is left out with a
         # warning (as stat does); one that went away, quietly
         items = list(snapshot.walk(state.mount, cg.name, recursive, regions,
-                                   skipped=lambda why: click.echo(f"warning: {why}", err=True)))
+                                   skipped=lambda why: click.echo(
+                                       f"warning: {printable_name(why)}", err=True)))
         snapshot.add_capped_by(state.mount, items)
     if as_json:
         import json
