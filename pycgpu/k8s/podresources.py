@@ -9,9 +9,12 @@ device IDs it got: for ``pycgpu.io/gpu-share``, the share IDs
 createRuntime hook: it records the share IDs of the container it sets up
 (carried by the hook entries of the share devices the plugin's Allocate
 names: :func:`pycgpu.runtime.hook.granted_share_ids`; never an annotation,
-which a pod could forge) in the ``user.pycgpu.share_ids`` extended attribute of the container's
-cgroup (:data:`pycgpu.runtime.kubepods.SHARE_IDS_XATTR`), where the exporter
-reads them back. A share ID
+which a pod could forge) in the ``trusted.pycgpu.share_ids`` extended
+attribute of the container's cgroup
+(:data:`pycgpu.runtime.kubepods.SHARE_IDS_XATTR`), where the exporter reads
+them back: ``trusted.*`` takes CAP_SYS_ADMIN to set, where a ``user.*``
+attribute could be set by whoever can write the cgroup's directory (a
+delegated subtree, a pod with a writable cgroupfs), so none is read. A share ID
 held by two cgroups (a stale or forged attribute) names neither.
 """
 

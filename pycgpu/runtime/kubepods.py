@@ -53,8 +53,11 @@ from ..core.knobs import PartialUndo
 
 XATTR = "trusted.pycgpu.weight"
 # the share IDs of a container's GPU shares (the device plugin's), recorded by
-# the hook for the exporter's pod labels (pycgpu.k8s.podresources reads them)
-SHARE_IDS_XATTR = "user.pycgpu.share_ids"
+# the hook for the exporter's pod labels (pycgpu.k8s.podresources reads them);
+# trusted.* as XATTR: whoever can write a cgroup's directory (a delegated
+# subtree, a writable cgroupfs) can set its user.* attributes, and nothing is
+# read from those
+SHARE_IDS_XATTR = "trusted.pycgpu.share_ids"
 # a share ID as the device plugin names it (pycgpu.k8s.shares)
 SHARE_ID = re.compile(r"renderD[0-9]{1,6}-s[0-9]{1,3}")
 # the kubelet's root cgroup: kubepods (cgroupfs), kubepods.slice (systemd), or
@@ -242,7 +245,8 @@ def apply(cg: Cgroup, asked: Asked) -> list[tuple[Cgroup, Asked]]:
 
 
 def share_ids_of(cgroup_dir: str | Path) -> tuple[str, ...]:
-    """The share IDs the hook recorded on a cgroup directory (none when it
+    """The share IDs the hook recorded on a cgroup directory
+    (:data:`SHARE_IDS_XATTR`, a ``trusted.*`` attribute; none when it
     recorded none, or the file system keeps no such attribute)."""
     try:
         raw = os.getxattr(cgroup_dir, SHARE_IDS_XATTR)
@@ -258,8 +262,7 @@ def share_ids_of(cgroup_dir: str | Path) -> tuple[str, ...]:
 def record_share_ids(cgroup_dir: str | Path, share_ids: tuple[str, ...]) -> None:
     """Record @share_ids on the cgroup directory
     (:class:`pycgpu.core.errors.FileError`, an OSError, when it is gone or
-    its file system keeps no user extended attributes: cgroup2 does since
-    Linux 5.7)."""
+    it cannot be set: ``trusted.*`` attributes take CAP_SYS_ADMIN)."""
     try:
         os.setxattr(cgroup_dir, SHARE_IDS_XATTR, ",".join(share_ids).encode())
     except OSError as e:

@@ -57,3 +57,12 @@ def test_every_error_the_library_page_lists_is_one():
         path = f"pycgpu.{package}.{module}" if package else f"pycgpu.{module}"
         found = getattr(importlib.import_module(path), cls)
         assert issubclass(found, Error), f"{module}.{cls}"
+
+
+@pytest.mark.parametrize("page", ["kubernetes.md", "monitoring.md"])
+def test_share_ids_are_documented_in_a_trusted_xattr(page):
+    """Item 1 of the review: a user.* attribute can be set by whoever can
+    write the cgroup's directory; the IDs live in trusted.pycgpu.share_ids."""
+    text = (DOCS / page).read_text()
+    assert "user.pycgpu.share_ids" not in text
+    assert "trusted.pycgpu.share_ids" in text

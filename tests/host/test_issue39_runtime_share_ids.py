@@ -173,3 +173,22 @@ def test_the_docs_name_the_share_entry_as_it_is():
         text = (docs / page).read_text()
         assert "--share-id" not in text, page
     assert "`/bin/true pycgpu-share-id=renderD128-s0`" in (docs / "kubernetes.md").read_text()
+
+
+def test_share_ids_live_in_a_trusted_xattr_a_user_one_is_not_read(tmp_path):
+    """Whoever can write a cgroup directory (a rootless user's delegated
+    subtree, a pod with a writable cgroupfs) can set its user.* attributes:
+    the IDs are recorded in, and read from, a trusted.* one (CAP_SYS_ADMIN),
+    as the weights are; a user.pycgpu.share_ids claims nothing."""
+    import os
+
+    from pycgpu.runtime import kubepods
+    assert kubepods.SHARE_IDS_XATTR == "trusted.pycgpu.share_ids"
+    forged, real = tmp_path / "forged", tmp_path / "real"
+    forged.mkdir(), real.mkdir()
+    os.setxattr(forged, "user.pycgpu.share_ids", b"renderD128-s0")
+    assert share_ids_of(forged) == ()
+    kubepods.record_share_ids(real, ("renderD128-s1",))
+    assert os.getxattr(real, "trusted.pycgpu.share_ids") == b"renderD128-s1"
+    assert not [a for a in os.listxattr(real) if a.startswith("user.")]
+    assert share_ids_of(real) == ("renderD128-s1",)

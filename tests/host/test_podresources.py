@@ -1,6 +1,6 @@
 """Pod, namespace and container labels from the kubelet's PodResources API:
 the device plugin's Allocate names the share IDs, the hook records them on
-the container's cgroup (user.pycgpu.share_ids), the kubelet names the
+the container's cgroup (trusted.pycgpu.share_ids), the kubelet names the
 container holding them; tested against a fake PodResources server on a unix
 socket in a temporary directory."""
 
