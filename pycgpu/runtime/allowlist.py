@@ -21,7 +21,8 @@ tell who wrote them. So the knobs it applies are those on the allow-list:
 An annotation outside the allow-list refuses the container (fail closed):
 nothing is applied. ``pycgpu.io/share-ids`` is no key at all: share IDs
 come from the hook entries of the device plugin's per-share CDI devices
-(:func:`pycgpu.runtime.oci.share_id_of`), which a pod cannot write, and the
+(:func:`pycgpu.runtime.oci.share_id_of`; a pod cannot write them, though
+whatever can name a share's CDI device gets its entry), and the
 hook ignores the annotation with a warning (:mod:`pycgpu.runtime.annotations`).
 """
 

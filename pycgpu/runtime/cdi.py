@@ -14,8 +14,10 @@ the share's ID (``/bin/true pycgpu-share-id=renderD128-s3``, a trivial
 host program the runtime runs in no time): Allocate names
 the devices of the shares it grants, the runtime copies their entries into
 the container's config, and the hook records the IDs it finds there for the
-exporter's pod labels. A pod can set annotations but cannot write hook
-entries, so it cannot claim another pod's share.
+exporter's pod labels. A pod cannot write hook entries, but the runtime
+copies every entry of each CDI device a container names: whatever can name a
+share's CDI device gets its ID (``--device pycgpu.io/gpu=renderD128-s3`` on
+the node, ``cdi.k8s.io/*`` annotations where a runtime honours a pod's).
 """
 
 from __future__ import annotations

@@ -273,7 +273,8 @@ ALLOW = "--allow"  # after the hook's command: an annotation the entry's author 
 # it at every container start, so it runs a trivial host program (a fork and
 # an exec, not a Python start per share) with the ID as an argument that
 # program ignores. The hook reads the IDs from the container's config
-# (share_id_of), where a pod cannot write.
+# (share_id_of), where a pod cannot write: whatever can name the share's CDI
+# device (pycgpu.runtime.cdi) gets the entry, though.
 SHARE_ID_PROGRAM = "/bin/true"
 SHARE_ID_ARG = "pycgpu-share-id="
 

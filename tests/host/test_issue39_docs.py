@@ -30,7 +30,8 @@ def test_monitoring_says_where_share_ids_come_from():
     text = " ".join((DOCS / "monitoring.md").read_text().split())
     assert "`Allocate` adds `pycgpu.io/share-ids" not in text
     for words in ("the per-share CDI devices of the shares it grants",
-                  "which a pod cannot write",
+                  "A pod cannot write hook entries, but whatever can name a share's CDI "
+                  "device gets its ID",
                   "A `pycgpu.io/share-ids` annotation, which a pod can forge where pod "
                   "annotations reach the runtime, is ignored",
                   "This needs the plugin's `--cdi-spec`"):
@@ -66,3 +67,25 @@ def test_share_ids_are_documented_in_a_trusted_xattr(page):
     text = (DOCS / page).read_text()
     assert "user.pycgpu.share_ids" not in text
     assert "trusted.pycgpu.share_ids" in text
+
+
+def test_the_docs_say_who_can_claim_a_share_id():
+    """Item 2 of the review: the runtime copies every hook entry of each CDI
+    device a container names, so whatever can name pycgpu.io/gpu=renderD128-s0
+    gets its ID; the docs no longer say a pod can never claim one."""
+    from pycgpu.runtime import cdi
+
+    texts = {p: " ".join((DOCS / p).read_text().split())
+             for p in ("kubernetes.md", "monitoring.md", "commands.md")}
+    texts["cdi"] = " ".join((cdi.__doc__ or "").split())
+    for name, text in texts.items():
+        assert "cannot claim another pod" not in text, name
+        assert "a pod cannot write hook entries)" not in text.lower(), name
+        assert "which a pod cannot write," not in text, name
+    k8s = texts["kubernetes.md"]
+    for words in ("whatever can name a share's CDI device gets its ID",
+                  "`podman run --device pycgpu.io/gpu=renderD128-s0`",
+                  "`cdi.k8s.io/*` annotations"):
+        assert words in k8s, words
+    assert "whatever can name a share's CDI device" in texts["monitoring.md"]
+    assert "whatever can name a share's CDI device" in texts["cdi"]

@@ -157,7 +157,7 @@ def build_patch(state: State, devices: tuple[str, ...], weights: tuple[str, ...]
     hook = None
     if use_hook or image_check or hook_path:
         # a priority set by the bundle's own author: its hook entry allows it
-        # (pods cannot write hook entries; see pycgpu.runtime.allowlist)
+        # (a pod cannot write hook entries; see pycgpu.runtime.allowlist)
         from ...runtime.annotations import PRIORITY
 
         hook = oci.hook_command(hook_path,
@@ -394,8 +394,9 @@ def hook(state: State, allow: tuple[str, ...], allow_list: Path, proc_root: Path
     Under Kubernetes it records the share IDs the device plugin granted on
     the container's cgroup, for the exporter's pod labels: those of the
     config's hook entries that run /bin/true pycgpu-share-id=ID (one per
-    share, from the plugin's CDI devices; a pod cannot write hook entries). A
-    pycgpu.io/share-ids annotation, which a pod could forge, is ignored.
+    share, from the plugin's CDI devices: whatever can name such a device
+    gets its ID). A pycgpu.io/share-ids annotation, which a pod could forge,
+    is ignored.
 
     Exit codes: 0 applied (or nothing to do); 1 the host refused or lacks
     something, or the allow-list file is not trusted; 2 bad state or
