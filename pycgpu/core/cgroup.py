@@ -28,6 +28,9 @@ DEFAULT_MOUNT = Path("/sys/fs/cgroup")
 
 NAME_MAX = 255  # bytes in one path component (cgroupfs: kernfs, like any Linux fs)
 PATH_MAX = 4096  # bytes in a path given to the kernel, its final NUL included
+# bytes kept after a group's directory for "/" and the name of an interface
+# file opened in it (the longest pycgpu opens, gpu.memory.events.local, is 23)
+FILE_ROOM = 32
 
 
 READ, WRITE, MKDIR, RMDIR = "read", "write", "mkdir", "rmdir"
@@ -78,11 +81,14 @@ def find_mount(mountinfo: Path = Path("/proc/self/mountinfo")) -> Path:
     raise CgroupError(errno.ENOENT, "no cgroup2 file system is mounted (cgroup v1 host?)")
 
 
-def check_relpath(relpath: str | PurePath) -> Path:
+def check_relpath(relpath: str | PurePath, mount: str | PurePath | None = None) -> Path:
     """@relpath (relative to a cgroup root, leading and trailing / ignored)
     as a Path, or :class:`InvalidPath`: no ``..``, every component a name
     cgroupfs takes (at most 255 bytes, no NUL, no newline), and the whole
-    shorter than PATH_MAX (at most 4095 bytes). Every other
+    short enough that the path of a file in the group, @mount (the root's
+    mount point, when given) / @relpath / an interface file's name
+    (:data:`FILE_ROOM` bytes kept), is shorter than PATH_MAX: the kernel
+    would refuse it with ENAMETOOLONG after the parents are made. Every other
     name is kept as given (``.hidden``, ``..foo``, ``...``); only ``.``
     components and repeated slashes go, as they name no other group. The
     root is ``Path(".")``, whose ``parts`` are empty."""
@@ -99,8 +105,11 @@ def check_relpath(relpath: str | PurePath) -> Path:
             raise InvalidPath(f"{what}: the component {formats.shown(part)} is {size} bytes "
                               f"long, the limit is {NAME_MAX}")
     size = len(str(rel).encode(errors="surrogateescape"))
-    if size >= PATH_MAX:
-        raise InvalidPath(f"{what} is {size} bytes long, the limit is {PATH_MAX - 1}")
+    limit = PATH_MAX - 1 - FILE_ROOM
+    if mount is not None:
+        limit -= len(str(mount).rstrip("/").encode(errors="surrogateescape")) + 1
+    if size > limit:
+        raise InvalidPath(f"{what} is {size} bytes long, the limit is {max(limit, 0)}")
     return rel
 
 
@@ -125,7 +134,7 @@ def resolve_path(mount: Path, text: str) -> Path:
                 f"{formats.shown(text)} is under {default}, but the cgroup root is {root}: "
                 f"give the path relative to the root").because(OUTSIDE_ROOT, mount=default)
         rel = text
-    return check_relpath(rel)
+    return check_relpath(rel, mount)
 
 
 def read_interface(name: str | Path, dir_fd: int | None = None) -> str | None:
@@ -250,7 +259,7 @@ class Cgroup:
     def __init__(self, mount: Path, relpath: str | PurePath = "",
                  sysfs_root: Path | None = None) -> None:
         self.mount = Path(mount)
-        rel = check_relpath(relpath)
+        rel = check_relpath(relpath, self.mount)
         self.relpath = rel
         self.path = self.mount / rel
         self.sysfs_root = sysfs_root

@@ -30,8 +30,44 @@ def test_a_path_over_path_max_is_one_short_line_and_exit_2(cli, command):
     args = [*command, long] + (["--weight", "5"] if command[0] in ("create", "set") else [])
     r = cli(*args, code=2)
     line = one_line_error(r)
-    assert len(line) < 200 and "5024 bytes long, the limit is 4095" in line, line
+    assert len(line) < 200 and "5024 bytes long, the limit is " in line, line
     assert cli.fake.snapshot() == before
+
+
+def _long_path(size: int) -> str:
+    """A relative cgroup path of @size bytes, each component allowed."""
+    whole, rest = divmod(size, 201)  # components of 200 bytes and a slash
+    path = "/".join(["y" * 200] * whole + (["y" * (rest - 1)] if rest > 1 else []))
+    path += "y" * (size - len(path))  # rest 0 or 1: lengthen the last component
+    assert len(path) == size
+    return path
+
+
+@pytest.mark.parametrize("command", [["create"], ["set"], ["show"], ["rm"], ["stat"]])
+def test_the_limit_is_on_the_whole_path_under_the_mount(cli, command):
+    """Review of issue 39, item 3: a relative path under PATH_MAX whose full
+    path (the mount, the path, an interface file's name) is not is refused
+    with one short line, exit 2, not ENAMETOOLONG's 4 KB message, exit 1."""
+    mount = len(str(cli.fake.root).rstrip("/")) + 1
+    long = _long_path(4090 - mount)
+    before = cli.fake.snapshot()
+    args = [*command, long] + (["--weight", "5"] if command[0] in ("create", "set") else [])
+    r = cli(*args, code=2)
+    line = one_line_error(r)
+    assert len(line) < 200 and f"{len(long)} bytes long, the limit is " in line, line
+    assert cli.fake.snapshot() == before
+
+
+def test_a_path_that_fits_under_the_mount_is_taken(tmp_path):
+    from pycgpu.core.cgroup import FILE_ROOM, PATH_MAX, Cgroup, InvalidPath
+
+    mount = tmp_path / "cg"
+    room = PATH_MAX - 1 - FILE_ROOM - len(str(mount)) - 1
+    assert Cgroup(mount, _long_path(room)).relpath
+    with pytest.raises(InvalidPath, match=f"{room + 1} bytes long, the limit is {room}"):
+        Cgroup(mount, _long_path(room + 1))
+    # every file pycgpu opens in a group fits: the longest interface file name
+    assert len(str(Cgroup(mount, _long_path(room)).path / "gpu.memory.events.local")) < PATH_MAX
 
 
 def test_a_symlinked_allow_list_is_untrusted(tmp_path):
