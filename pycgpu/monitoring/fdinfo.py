@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeAlias
 
+from ..core.errors import file_error
 from ..core.formats import DevT, FormatError, decode
 from . import FDINFO, DeviceUsage, Engine, GroupUsage, Sample, Source
 
@@ -239,7 +240,8 @@ class FdinfoSource(Source):
         try:
             pids = os.listdir(proc)
         except OSError as e:
-            raise OSError(e.errno, f"cannot list {proc}: {e.strerror}") from None
+            # a pycgpu.Error (FileMissing, a FileNotFoundError, for a missing /proc)
+            raise file_error(OSError(e.errno, f"cannot list {proc}: {e.strerror}")) from None
         for pid in pids:
             if not pid.isdigit():
                 continue

@@ -20,6 +20,7 @@ from pycgpu.core.cgroup import Cgroup, check_relpath, find_mount, resolve_path
 from pycgpu.core.devices import discover, resolve
 from pycgpu.core.formats import DevT
 from pycgpu.monitoring import open_source
+from pycgpu.monitoring.fdinfo import FdinfoSource
 from pycgpu.monitoring.kernel import KernelSource
 from pycgpu.runtime import allowlist, cdi, oci
 
@@ -105,6 +106,9 @@ CASES: list[tuple[str, Callable[[Path], Any], type[BaseException]]] = [
     ("open_source: unknown", lambda t: open_source("nvml", None), ValueError),
     ("open_source: kernel without a mount", lambda t: open_source("kernel", None), OSError),
     ("KernelSource.sample: no tree", lambda t: KernelSource(_gone(t)).sample(), OSError),
+    ("FdinfoSource.scan: no /proc", lambda t: FdinfoSource(proc=_gone(t)).scan(), OSError),
+    ("FdinfoSource.sample: no /proc",
+     lambda t: FdinfoSource(proc=_gone(t), sysfs=_gone(t)).sample(), FileNotFoundError),
     # runtime (the other layers: test_issue39_runtime_errors.py)
     ("allowlist.load: a directory", lambda t: allowlist.load(t), ValueError),
     ("allowlist.key", lambda t: allowlist.key("gpu.nothing"), ValueError),
