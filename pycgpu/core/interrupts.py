@@ -1,19 +1,29 @@
 """Signals during a change that must be all or none.
 
-While :func:`deferred` is active (in the main thread), no signal whose
-default action ends the process (:data:`DEFERRED`: SIGINT, SIGTERM, SIGHUP
-from a dropped ssh connection, SIGQUIT, SIGUSR1, SIGALRM, the real-time
-signals, ...) stops it wherever it is: the handler only records the first
-one, and :meth:`Signals.check`, called between two steps, raises
-:class:`Interrupted` for it, so the caller undoes the steps done so far and
-no step is ever half recorded. A signal that arrives after the last check
-(the change is complete) is delivered again once the previous handlers are
-back, so it then acts as it would have without pycgpu, unless the caller
-takes it (``late``: the CLI says the change is complete). SIGKILL and
-SIGSTOP cannot be caught, and the faults of the process itself (SIGSEGV,
-SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT, SIGSYS) are not deferred: they
-say the process is broken where it is; what SIGKILL can leave is in
-docs/cli.md.
+While :func:`deferred` is active (in the main thread), the signals of
+:data:`DEFERRED` (SIGINT, SIGTERM, SIGHUP from a dropped ssh connection,
+SIGQUIT, SIGUSR1, SIGALRM, the real-time signals, ...) that would end the
+process (their action is the default one; SIGINT's also when it is Python's
+KeyboardInterrupt) are blocked with ``pthread_sigmask``: none stops the
+process wherever it is, they wait in the kernel. :meth:`Signals.check`,
+called between two steps, takes every one pending and raises
+:class:`Interrupted` naming them all, so the caller undoes the steps done so
+far and no step is ever half recorded. No handler is changed: at the end of
+the block the mask is restored, and a signal that came after the last check
+(the change is complete), or during the undo, is delivered then to whatever
+handler the process has (Python's, one installed in C such as
+faulthandler's, or the default action), each signal that came, as it would
+have been without pycgpu; for SIGINT that is KeyboardInterrupt, raised once
+the change is complete or undone. A caller that must report them rather
+than act on them (the CLI) takes them with :meth:`Signals.take` before the
+block ends (blocks nest: an inner one leaves its signals pending for the
+outer one). A signal the process ignores, or handles itself, is left alone:
+its handler runs when it comes. SIGKILL and SIGSTOP cannot be caught, and
+the faults of the process itself (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP,
+SIGABRT, SIGSYS) are not deferred: they say the process is broken where it
+is; what SIGKILL can leave is in docs/cli.md. The mask is the calling
+thread's: a signal sent to the process while another thread has it
+unblocked goes to that thread (the CLI and the hook have no other thread).
 
 :func:`stop_event` is the other use: a service (the exporter, the device
 plugin) that runs until the first SIGINT or SIGTERM.
@@ -24,18 +34,12 @@ from __future__ import annotations
 import errno
 import signal
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from types import FrameType
-from typing import Any
 
 from .cgroup import CgroupError
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-# what signal.signal() returns: a Python handler, SIG_DFL or SIG_IGN, or
-# None (a handler not installed from Python)
-_Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 # every signal whose default action ends the process (signal(7): Term and
 # Core) and that comes from outside it; signal.SIGSTKFLT and SIGPWR are Linux's
@@ -58,87 +62,95 @@ def name(signum: int) -> str:
         return f"signal {signum}"
 
 
-class Interrupted(CgroupError):
-    """A signal stopped a change between two steps (``signum``: which)."""
+def names(signums: Iterable[int]) -> str:
+    """SIGUSR1, SIGTERM: the names of @signums, in their order."""
+    return ", ".join(name(s) for s in signums)
 
-    def __init__(self, signum: int) -> None:
-        super().__init__(errno.EINTR, f"interrupted by {name(signum)}")
-        self.signum = signum
+
+class Interrupted(CgroupError):
+    """Signals stopped a change between two steps (``signums``: which,
+    lowest number first; ``signum``: the first)."""
+
+    def __init__(self, signums: Iterable[int]) -> None:
+        self.signums = list(signums)
+        self.signum = self.signums[0]
+        super().__init__(errno.EINTR, f"interrupted by {names(self.signums)}")
+
+    def add(self, signums: Iterable[int]) -> None:
+        """Name @signums too (more that came while the change was undone)."""
+        self.signums += [s for s in signums if s not in self.signums]
+        self.strerror = f"interrupted by {names(self.signums)}"
+        self.args = (self.errno, self.strerror)
+
+
+def _ends_process(signum: int) -> bool:
+    """Whether @signum, when it comes, ends the process (or raises
+    KeyboardInterrupt): its action is the default one."""
+    handler = signal.getsignal(signum)
+    return handler is signal.SIG_DFL or (
+        signum == signal.SIGINT and handler is signal.default_int_handler)
 
 
 class Signals:
-    """The signals recorded while :func:`deferred` is active."""
+    """The signals held off while :func:`deferred` is active (``wanted``)."""
 
-    def __init__(self) -> None:
-        self.pending: int | None = None
-        self.raised = False
+    def __init__(self, wanted: Iterable[int] = ()) -> None:
+        self.wanted = frozenset(wanted)
 
-    def record(self, signum: int, frame: FrameType | None = None) -> None:
-        if self.pending is None:
-            self.pending = signum
+    def take(self) -> list[int]:
+        """The held-off signals that came so far, lowest number first; taken:
+        they are not delivered at the end of the block."""
+        if not self.wanted:
+            return []
+        got = []
+        for s in sorted(signal.sigpending() & self.wanted):
+            while signal.sigtimedwait([s], 0) is not None:  # a real-time one may be queued twice
+                if s not in got:
+                    got.append(s)
+        return got
 
     def check(self) -> None:
-        """Raise :class:`Interrupted` for a signal recorded so far (once)."""
-        if self.pending is not None and not self.raised:
-            self.raised = True
-            raise Interrupted(self.pending)
+        """Raise :class:`Interrupted` for the held-off signals that came so
+        far (taken)."""
+        got = self.take()
+        if got:
+            raise Interrupted(got)
+
+    def wait(self, timeout: float) -> None:
+        """Sleep up to @timeout seconds; :class:`Interrupted` as soon as a
+        held-off signal comes (as :meth:`check`)."""
+        if not self.wanted:
+            threading.Event().wait(timeout)
+            return
+        got = signal.sigtimedwait(self.wanted, timeout)
+        if got is not None:
+            raise Interrupted(sorted({got.si_signo, *self.take()}))
+
+
+# the signals the active blocks hold off, innermost last (main thread only)
+_active: list[frozenset[int]] = []
 
 
 @contextmanager
-def deferred(late: Callable[[int], None] | None = None) -> Iterator[Signals]:
-    """Record the signals of :data:`DEFERRED` instead of acting on them,
-    until the end of the block (outside the main thread, where Python cannot
-    handle signals, nothing is installed and nothing is recorded; a signal
-    the process ignores is left ignored). A signal recorded and never
-    raised by :meth:`Signals.check` came after the last step: it is given to
-    @late when given, else delivered again once the previous handlers are
-    back.
-
-    The handlers are changed with the signals blocked, so that none arrives
-    while some are installed and others not (it waits, and is recorded
-    once they all are)."""
-    signals = Signals()
+def deferred() -> Iterator[Signals]:
+    """Block the signals of :data:`DEFERRED` that would end the process
+    until the end of the block (see the module docstring); outside the main
+    thread, where Python cannot handle signals, nothing is blocked. Inside
+    another block, the outer one's signals are held off too."""
     if threading.current_thread() is not threading.main_thread():
-        yield signals
+        yield Signals()
         return
-    # a signal the process ignores (nohup, a runtime's setting) stays ignored
-    wanted = [s for s in DEFERRED if signal.getsignal(s) is not signal.SIG_IGN]
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, wanted)
+    # the mask first, then what is wanted: no signal is handled in between
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, DEFERRED)
+    outer = _active[-1] if _active else frozenset()
+    wanted = outer | {s for s in DEFERRED if s not in mask and _ends_process(s)}
+    signal.pthread_sigmask(signal.SIG_SETMASK, set(mask) | wanted)
+    _active.append(wanted)
     try:
-        previous = {s: signal.signal(s, signals.record) for s in wanted}
+        yield Signals(wanted)
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-    try:
-        yield signals
-    finally:
-        taken = _restore(previous, mask, signals, late is not None)
-        if taken is not None and late is not None:
-            late(taken)
-
-
-def _restore(previous: dict[int, _Handler], mask: Iterable[int], signals: Signals,
-             take: bool) -> int | None:
-    """Put the @previous handlers back, the signals blocked meanwhile; a
-    signal recorded but not raised is delivered to them once unblocked
-    (returned instead with @take). A signal that came while they were
-    blocked is one more request to stop a change that stopped already, or
-    with @take a late one: taken; else left to act once unblocked."""
-    wanted = list(previous)
-    signal.pthread_sigmask(signal.SIG_BLOCK, wanted)
-    try:
-        # signal.signal() runs the handler of a signal already caught before it changes it
-        for s, handler in previous.items():  # None: not installed from Python
-            signal.signal(s, signal.SIG_DFL if handler is None else handler)
-        if signals.pending is not None or take:
-            for s in sorted(signal.sigpending() & set(wanted)):
-                signal.sigtimedwait([s], 0)
-                signals.record(s)
-        late = signals.pending if not signals.raised else None
-        if late is not None and not take:
-            signal.raise_signal(late)  # held until the mask is back
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-    return late if take else None
+        _active.pop()
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # what came is delivered now
 
 
 @contextmanager

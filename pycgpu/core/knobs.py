@@ -483,8 +483,7 @@ def plan_create(cg: Cgroup, settings: Settings, exist_ok: bool = False,
     return plan
 
 
-def apply(plan: Plan, then: Callable[[], object] | None = None,
-          late: Callable[[int], None] | None = None) -> None:
+def apply(plan: Plan, then: Callable[[], object] | None = None) -> None:
     """Carry out @plan, all or nothing (see the module docstring); @then, if
     given, runs last as part of it and undoes its own changes when it fails.
 
@@ -493,15 +492,18 @@ def apply(plan: Plan, then: Callable[[], object] | None = None,
     :class:`Unavailable` fully undone stays itself), and so does a signal
     that would end the process (SIGINT, SIGTERM, SIGHUP, ...:
     :data:`pycgpu.core.interrupts.DEFERRED`), which stops the plan between
-    two steps (the cause is :class:`Interrupted`); anything else (a bug) is
-    raised again as it is once undone. A signal that comes after the last
-    step leaves the change complete: it is given to @late, or without it
-    delivered once the previous handlers are back. Callers that may run at
+    two steps (the cause is :class:`Interrupted`, which names every signal
+    that came); anything else (a bug) is raised again as it is once undone.
+    A signal that comes after the last step, or during the undo, is
+    delivered once this returns or raises, to the process's own handler
+    (:func:`pycgpu.core.interrupts.deferred`: no handler is changed); a
+    caller that reports it instead takes it inside its own
+    :func:`~pycgpu.core.interrupts.deferred` block. Callers that may run at
     the same time as other pycgpu processes hold
     :func:`pycgpu.core.locks.tree_lock` from the plan to the end of this."""
     done_structure: list[tuple[str, Cgroup]] = []
     done_writes: list[tuple[Write, str]] = []
-    with interrupts.deferred(late) as signals:
+    with interrupts.deferred() as signals:
         try:
             for kind, cg in plan.structure:
                 signals.check()

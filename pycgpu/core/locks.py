@@ -22,28 +22,44 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .cgroup import CgroupError
 from .errors import file_error
 
+if TYPE_CHECKING:
+    from .interrupts import Signals
 
-def _hold(fd: int) -> Iterator[None]:
+
+def _hold(fd: int, signals: Signals | None = None) -> Iterator[None]:
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        if signals is None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        else:  # the signals are blocked: they cannot interrupt flock(), so poll
+            pause = 0.001
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    signals.wait(pause)
+                    pause = min(pause * 2, 0.05)
         yield
     finally:
         os.close(fd)  # drops the lock
 
 
 @contextmanager
-def tree_lock(mount: Path) -> Iterator[None]:
+def tree_lock(mount: Path, signals: Signals | None = None) -> Iterator[None]:
     """An exclusive lock on the cgroup tree at @mount, waited for;
-    :class:`CgroupError` if its root directory cannot be opened."""
+    :class:`CgroupError` if its root directory cannot be opened. With
+    @signals (inside :func:`pycgpu.core.interrupts.deferred`), a held-off
+    signal ends the wait: :class:`~pycgpu.core.interrupts.Interrupted`."""
     try:
         fd = os.open(mount, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as e:
         raise CgroupError(e.errno or 0, f"locking {mount}: {e.strerror}") from None
-    yield from _hold(fd)
+    yield from _hold(fd, signals)
 
 
 def lock_path(path: Path) -> Path:

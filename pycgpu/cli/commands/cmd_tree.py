@@ -72,36 +72,51 @@ def knob_options(f: F) -> F:
 def _plan_and_run(state: State, path: str, dry_run: bool, make_plan: Callable[[], Plan]) -> None:
     """Plan and apply under the tree's lock (:func:`pycgpu.core.locks.tree_lock`),
     so that no other pycgpu process changes the groups in between; a dry run
-    only plans, without waiting for the lock. A signal that ends the process
-    is rolled back by the apply (exit 128 + its number); one that comes after
-    the last write leaves the change complete, which a warning says (exit 0);
-    Ctrl-C before the first write (while waiting for the lock, or planning)
-    wrote nothing."""
+    only plans, without waiting for the lock. The wait for the lock, the
+    plan, the apply and the report are one :func:`pycgpu.core.interrupts.deferred`
+    block, so that what the run says is what happened whenever a signal that
+    would end it comes: before the last write, nothing was changed (exit
+    128 + the number of the first, every one named); after it, the change is
+    complete, which a warning naming them says (exit 0); with a failure
+    (exit 1, 2), a warning names them and the failure stands."""
     import signal
-    from contextlib import nullcontext
 
     from ...core import interrupts, knobs, locks
 
-    late: list[int] = []
-    applied = False
-    try:
-        with translated(path), nullcontext() if dry_run else locks.tree_lock(state.mount):
-            plan = make_plan()
-            if not dry_run:
-                knobs.apply(plan, late=late.append)
-                applied = True
-    except KeyboardInterrupt:  # SIGINT outside the apply: before it, or a second one after
-        if not applied:
-            raise stopped("interrupted by SIGINT; nothing was changed", signal.SIGINT) from None
-        late.append(signal.SIGINT)
     if dry_run:
+        try:
+            with translated(path):
+                plan = make_plan()
+        except KeyboardInterrupt:
+            raise stopped("interrupted by SIGINT; nothing was changed", signal.SIGINT) from None
         for step in plan.steps():
             click.echo(f"would {step}")
-    for warning in plan.warnings:  # once the change is done (or would be)
-        click.echo(f"warning: {advised(warning)}", err=True)
-    if late:
-        click.echo(f"warning: {interrupts.name(late[0])} came after the last write: the change "
-                   "is complete, nothing was undone", err=True)
+        for warning in plan.warnings:
+            click.echo(f"warning: {advised(warning)}", err=True)
+        return
+    applied = False
+    try:
+        with interrupts.deferred() as signals:
+            try:
+                with translated(path, signals), locks.tree_lock(state.mount, signals):
+                    plan = make_plan()
+                    knobs.apply(plan)
+                    applied = True
+            except click.ClickException:  # refused, or a bad value: nothing was changed
+                if came := signals.take():
+                    click.echo(f"warning: {interrupts.names(came)} came as the run failed: "
+                               "it ends with its error", err=True)
+                raise
+            for warning in plan.warnings:  # once the change is done
+                click.echo(f"warning: {advised(warning)}", err=True)
+            while came := signals.take():  # until the last line is out
+                click.echo(f"warning: {interrupts.names(came)} came after the last write: "
+                           "the change is complete, nothing was undone", err=True)
+    except KeyboardInterrupt:  # SIGINT just before the block, or just as it ends
+        if not applied:
+            raise stopped("interrupted by SIGINT; nothing was changed", signal.SIGINT) from None
+        click.echo("warning: SIGINT came after the last write: the change is complete, "
+                   "nothing was undone", err=True)
 
 
 @click.command("create", short_help="Create a group, enable gpu along its path, set knobs.",

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from click.shell_completion import CompletionItem
 
     from ...core.devices import Device
+    from ...core.interrupts import Signals
     from ...core.knobs import Settings
     from ...core.memory import Interface
 
@@ -136,16 +137,23 @@ def refused(e: OSError, path: str | None = None) -> Refused:
 
 
 @contextmanager
-def translated(path: str | None = None) -> Iterator[None]:
-    """Turn library errors into click exceptions with the right exit code."""
+def translated(path: str | None = None, signals: Signals | None = None) -> Iterator[None]:
+    """Turn library errors into click exceptions with the right exit code;
+    a stop by signals also names those of @signals that came meanwhile
+    (while the change was undone)."""
     from ...core.interrupts import Interrupted
     from ...core.knobs import ApplyError, InvalidRequest, Unavailable
 
     try:
         yield
+    except Interrupted as e:  # before the apply (waiting for the lock)
+        e.add(signals.take() if signals else [])
+        raise stopped(f"{e.strerror}; nothing was changed", e.signum) from None
     except ApplyError as e:
         if isinstance(e.cause, Interrupted):
-            raise stopped(str(e.strerror), e.cause.signum) from None
+            rest = str(e.strerror)[len(str(e.cause.strerror)):]  # "; nothing was changed"
+            e.cause.add(signals.take() if signals else [])
+            raise stopped(f"{e.cause.strerror}{rest}", e.cause.signum) from None
         raise refused(e, path) from None
     except InvalidRequest as e:
         raise BadValue(advised(e)) from None
