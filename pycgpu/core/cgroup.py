@@ -244,17 +244,36 @@ def _refusal(e: OSError, path: Path, value: str) -> CgroupError:
     return CgroupError(code, f"writing {value!r} to {path}: {why}", WRITE, path)
 
 
+MOUNTINFO = Path("/proc/self/mountinfo")
+SYSFS = Path("/sys")
+
+
 def sysfs_of(mount: Path) -> Path | None:
-    """The sysfs a cgroup2 tree is mounted in: ``/sys`` for
-    ``/sys/fs/cgroup``, ``SYS`` for ``SYS/fs/cgroup``; None for a tree
-    mounted anywhere else."""
-    return mount.parent.parent if mount.parts[-2:] == ("fs", "cgroup") else None
+    """The sysfs whose render nodes name a cgroup2 tree's dmem regions:
+    ``/sys`` for ``/sys/fs/cgroup``, ``SYS`` for ``SYS/fs/cgroup``; /sys
+    for a tree mounted anywhere else that :data:`MOUNTINFO` lists as a
+    cgroup2 mount (hybrid mode's /sys/fs/cgroup/unified, a custom root);
+    None otherwise (a test's fake tree, which must never read /sys)."""
+    if mount.parts[-2:] == ("fs", "cgroup"):
+        return mount.parent.parent
+    from .mountinfo import parse as parse_mountinfo
+
+    try:
+        text = MOUNTINFO.read_bytes().decode(errors="surrogateescape")
+    except OSError:
+        return None
+    where = os.path.normpath(mount)
+    if any(m.fstype == "cgroup2" and os.path.normpath(m.mount_point) == where
+           for m in parse_mountinfo(text)):
+        return SYSFS
+    return None
 
 
 class Cgroup:
     """One cgroup directory under a cgroup2 mount. @sysfs_root: the sysfs
     whose render nodes name dmem's regions in the memory accessors (default:
-    the one the tree is mounted in, :func:`sysfs_of`)."""
+    the one the tree is mounted in, or /sys for another cgroup2 mount,
+    :func:`sysfs_of`)."""
 
     def __init__(self, mount: Path, relpath: str | PurePath = "",
                  sysfs_root: Path | None = None) -> None:
@@ -440,8 +459,8 @@ class Cgroup:
 
     def _dmem_devices(self) -> dict[str, formats.DevT]:
         """dmem's region names of the devices that have one region only, by
-        the render nodes of :attr:`sysfs_root` or the sysfs the tree is
-        mounted in; none without either (these accessors serve tests and
+        the render nodes of :attr:`sysfs_root` or :func:`sysfs_of` the
+        tree; none without either (these accessors serve tests and
         benchmarks; a program names regions with memory.detect)."""
         from .devices import discover
         from .memory import detect

@@ -6,6 +6,7 @@ several, dmem enabled along the path as gpu is."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -150,6 +151,39 @@ def test_cgroup_memory_accessors_use_the_sysfs_the_tree_is_mounted_in(
     (fake.root / "a" / "dmem.max").write_text("".join(f"{r} max\n" for r in REGIONS))
     assert Cgroup(fake.root, "a").memory_max() == {DevT(226, 129): None}
     assert {a[0] for a in discovered} == {sysfs}
+
+
+def _mountinfo(path: Path, mount: Path, fstype: str) -> Path:
+    path.write_text(f"25 1 0:22 / /sys rw - sysfs sysfs rw\n"
+                    f"35 25 0:30 / {str(mount).replace(' ', chr(92) + '040')} rw,nosuid - "
+                    f"{fstype} {fstype} rw\n")
+    return path
+
+
+@pytest.mark.parametrize("fstype, found", [("cgroup2", True), ("tmpfs", False)])
+def test_a_cgroup2_mount_elsewhere_uses_the_hosts_sysfs(
+        tmp_path, monkeypatch, fake_sysfs, discovered, fstype, found):
+    """Review of issue 39, item 5: a cgroup2 tree mounted elsewhere than
+    SYS/fs/cgroup (hybrid mode's /sys/fs/cgroup/unified, a custom root) that
+    /proc/self/mountinfo lists as a cgroup2 mount names its regions by /sys's
+    render nodes (here a fake /sys); a tree that is no cgroup2 mount (a
+    test's fake tree) reads no sysfs at all."""
+    from pycgpu.core import cgroup
+    from pycgpu.core.formats import DevT
+
+    sysfs, _ = fake_sysfs
+    (tmp_path / "unified").mkdir()
+    fake = FakeKernel(tmp_path / "unified", memory=False, dmem=REGIONS).install(monkeypatch)
+    fake.make("a")
+    (fake.root / "a" / "dmem.max").write_text("".join(f"{r} max\n" for r in REGIONS))
+    monkeypatch.setattr(cgroup, "MOUNTINFO", _mountinfo(tmp_path / "mountinfo", fake.root, fstype))
+    monkeypatch.setattr(cgroup, "SYSFS", sysfs)
+    assert cgroup.sysfs_of(fake.root) == (sysfs if found else None)
+    assert cgroup.Cgroup(fake.root, "a").memory_max() == ({DevT(226, 129): None} if found else {})
+    assert {a[0] for a in discovered} == ({sysfs} if found else set())
+    if found:
+        cgroup.Cgroup(fake.root, "a").set_memory_max(DevT(226, 129), 1 << 20)
+        assert "drm/vgem/system 1048576" in (fake.root / "a" / "dmem.max").read_text()
 
 
 def test_the_hook_sets_dmem_max_from_the_memory_annotation(dcli, tmp_path):
