@@ -62,7 +62,12 @@ def _float(source: str) -> Callable[[str], float]:
     return parse
 
 
-def _int(source: str) -> Callable[[str], int]:
+def _int_python_converts(source: str) -> Callable[[str], int]:
+    """json's parse_int: any number of digits is JSON, but int() converts
+    at most sys.get_int_max_str_digits() (4300) of them, and the document is
+    written back: a longer one is out of range (not
+    :func:`pycgpu.core.formats.parse_number`, whose 64-bit bound is the
+    kernel's, not config.json's)."""
     def parse(text: str) -> int:
         try:
             return int(text)
@@ -98,7 +103,7 @@ def loads(data: bytes | str, source: str,
     try:
         doc = json.loads(text, object_pairs_hook=object_pairs_hook,
                          parse_constant=_constant(source), parse_float=_float(source),
-                         parse_int=_int(source))
+                         parse_int=_int_python_converts(source))
     except json.JSONDecodeError as e:
         raise NotJSON(f"{source}:{e.lineno}:{e.colno}: not valid JSON: "
                       f"{e.msg}").because(SYNTAX) from None

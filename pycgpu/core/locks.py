@@ -1,8 +1,9 @@
 """Exclusive locks that serialize pycgpu's changes across processes.
 
 - :func:`tree_lock`: flock(2) on the cgroup root directory, held by
-  ``pycgpu create``/``set`` and by the createRuntime hook from the plan to
-  the end of its apply (:mod:`pycgpu.core.knobs`). The root, not the topmost
+  ``pycgpu create``/``set``/``rm`` and by the createRuntime hook from the
+  plan to the end of its apply (:mod:`pycgpu.core.knobs`; ``rm`` over its
+  removal, so it cannot interleave with a create's rollback). The root, not the topmost
   group a plan enables: every plan has a root, one that enables nothing
   (``set``) still reads the ancestors' values it may change, and two plans
   that share no group take microseconds each, so one lock per tree costs

@@ -162,10 +162,10 @@ def cgroup_of_config(config: dict[str, Any], mount: Path) -> Cgroup:
     path = linux.get("cgroupsPath") if isinstance(linux, dict) else None
     if not isinstance(path, str) or not path:
         raise HostRefused("the state has no pid and the config no linux.cgroupsPath: the "
-                      "container's cgroup is unknown")
+                          "container's cgroup is unknown")
     if ":" in path:
-        raise HostRefused(f"linux.cgroupsPath {path!r} is a systemd unit path: the hook needs the "
-                      "state's pid to find the cgroup")
+        raise HostRefused(f"linux.cgroupsPath {path!r} is a systemd unit path: the hook "
+                          "needs the state's pid to find the cgroup")
     return Cgroup(mount, path)
 
 
@@ -276,7 +276,7 @@ def run(
         rootfs = rootfs_of(state, config())
         if not rootfs.is_dir():
             raise HostRefused(f"container {state.id}: its root file system {rootfs} is not a "
-                          "directory")
+                              "directory")
         assert image_host is not None
         report = imagecheck.check(rootfs, image_host(), container_devts(config()))
         if not report.ok:

@@ -99,7 +99,7 @@ or MAJ:MIN; see pycgpu devices):
   --priority N          linux.resources.unified["gpu.priority"], -1023..1023
   --memory-max DEV=SIZE linux.resources.unified["gpu.memory.max"]: 512M, 2G, max
                         (a kernel with dmem: "dmem.max"; DEV:REGION=SIZE for
-                        one of a device's regions, see pycgpu check)
+                        one of a device's regions, see pycgpu devices)
   --cgroups-path PATH   linux.cgroupsPath (cgroupfs driver: /parent/name)
   --hook                the knobs as pycgpu.io/gpu.* annotations plus a
                         hooks.createRuntime entry running pycgpu oci hook,
