@@ -307,15 +307,17 @@ class Plan:
     shapes: dict[Path, Shape] = field(default_factory=dict)
 
     def steps(self) -> list[str]:
-        """Human-readable steps, for --dry-run."""
+        """Human-readable steps, for --dry-run (paths printed by
+        :func:`pycgpu.core.formats.printable_name`)."""
+        shown = formats.printable_name
         out = []
         for kind, cg in self.structure:
             if kind == MKDIR:
-                out.append(f"mkdir {cg.path}")
+                out.append(f"mkdir {shown(str(cg.path))}")
             else:
                 out.append(f"write '+{_controller(kind)}' to "
-                           f"{cg.path / 'cgroup.subtree_control'}")
-        out += [f"write {w.value!r} to {(w.group or self.target).path / w.file}"
+                           f"{shown(str(cg.path / 'cgroup.subtree_control'))}")
+        out += [f"write {w.value!r} to {shown(str((w.group or self.target).path / w.file))}"
                 for w in self.writes]
         return out
 

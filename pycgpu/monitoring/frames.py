@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..core.formats import DevT
+from ..core.formats import DevT, printable_name
 from .tables import plain
 from .view import Monitor, columns, sort_rows, summary, table
 
@@ -87,7 +87,7 @@ def rich_frame(monitor: Monitor, sort: str, reverse: bool, names: dict[DevT, str
         parts.append(line(f"... {len(rows) - len(shown)} more rows (a taller terminal, "
                           "or pycgpu stat)", "dim"))
     for e in monitor.sample.errors[:3]:
-        parts.append(line(f"warning: {e}", "yellow"))
+        parts.append(line(f"warning: {printable_name(e)}", "yellow"))
     parts.append(line(f"sorted by {sort}{' (reversed)' if reverse else ''}; Ctrl-C quits",
                       "dim"))
     return Group(*parts)
@@ -137,7 +137,7 @@ def plain_frame(monitor: Monitor, sort: str, reverse: bool, names: dict[DevT, st
         assert monitor.sample is not None
         lines.append(f"no GPU usage found (source {monitor.sample.source})")
     assert monitor.sample is not None
-    lines += [f"warning: {e}" for e in monitor.sample.errors]
+    lines += [f"warning: {printable_name(e)}" for e in monitor.sample.errors]
     return "\n".join(lines)
 
 

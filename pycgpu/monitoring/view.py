@@ -280,13 +280,13 @@ def stat_document(monitor: Monitor, cgroup_root: str | None, interval_s: float,
     return {
         "schema": SCHEMA,
         "source": sample.source,
-        "cgroup_root": cgroup_root,
+        "cgroup_root": None if cgroup_root is None else printable_name(cgroup_root),
         "time": round(sample.wall_time, 3),
         "interval_s": round((sample.time_ns - monitor.prev.time_ns) / 1e9, 3)
         if monitor.prev is not None else None,
         "devices": devices,
         "groups": groups,
-        "errors": list(sample.errors),
+        "errors": [printable_name(e) for e in sample.errors],
     }
 
 

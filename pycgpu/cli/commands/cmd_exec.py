@@ -10,6 +10,7 @@ import sys
 import click
 
 from ...core.cgroup import Cgroup, read_interface
+from ...core.formats import printable_name
 from .common import (
     EXIT_CANNOT_EXECUTE,
     EXIT_NOT_FOUND,
@@ -64,10 +65,10 @@ def exec_(state: State, path: str, command: tuple[str, ...], dry_run: bool) -> N
     try:
         os.execvp(command[0], list(command))
     except FileNotFoundError:
-        click.echo(f"Error: {command[0]}: command not found", err=True)
+        click.echo(f"Error: {printable_name(command[0])}: command not found", err=True)
         sys.exit(EXIT_NOT_FOUND)
     except OSError as e:
-        click.echo(f"Error: cannot execute {command[0]}: {e.strerror}", err=True)
+        click.echo(f"Error: cannot execute {printable_name(command[0])}: {e.strerror}", err=True)
         sys.exit(EXIT_CANNOT_EXECUTE)
 
 
@@ -105,10 +106,12 @@ def _dry_run(cg: Cgroup, command: tuple[str, ...], pid: int) -> None:
                       "cgroup subtree delegated to you)")
     program = shutil.which(command[0]) if "/" not in command[0] else command[0]
     if program is None or not os.path.exists(program):
-        click.echo(f"Error: {command[0]}: command not found", err=True)
+        click.echo(f"Error: {printable_name(command[0])}: command not found", err=True)
         sys.exit(EXIT_NOT_FOUND)
     if os.path.isdir(program) or not os.access(program, os.X_OK):
-        click.echo(f"Error: cannot execute {command[0]}: permission denied", err=True)
+        click.echo(f"Error: cannot execute {printable_name(command[0])}: permission denied",
+                   err=True)
         sys.exit(EXIT_CANNOT_EXECUTE)
-    click.echo(f"would write '{pid}' to {procs}")
-    click.echo(f"would exec {' '.join(shlex.quote(w) for w in command)} ({program})")
+    click.echo(f"would write '{pid}' to {printable_name(str(procs))}")
+    click.echo(printable_name(f"would exec {' '.join(shlex.quote(w) for w in command)} "
+                              f"({program})"))

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ...core.formats import printable_name
 from ...core.interrupts import stop_event
 from .common import BadValue, Refused, State, complete_path, pass_state
 
@@ -155,7 +156,7 @@ def stat(state: State, path: str | None, as_json: bool, interval: float, sort: s
     else:
         click.echo(f"no GPU usage found (source {monitor.sample.source})")
     for e in monitor.sample.errors:
-        click.echo(f"warning: {e}", err=True)
+        click.echo(f"warning: {printable_name(e)}", err=True)
 
 
 # top ------------------------------------------------------------------------------------

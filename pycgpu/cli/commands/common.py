@@ -24,7 +24,7 @@ from ...core.cgroup import (
     find_mount,
     resolve_path,
 )
-from ...core.formats import DevT
+from ...core.formats import DevT, printable_name
 
 if TYPE_CHECKING:
     from click.shell_completion import CompletionItem
@@ -47,6 +47,11 @@ class Refused(click.ClickException):
 
     exit_code = EXIT_REFUSED
 
+    def format_message(self) -> str:
+        # a cgroup name in the message (cgroup X does not exist, rm's
+        # refusals, a path the kernel refused) printed by the one rule
+        return printable_name(self.message)
+
 
 def stopped(message: str, signum: int) -> click.exceptions.Exit:
     """A signal stopped a change before its end, which was undone (or
@@ -60,6 +65,9 @@ class BadValue(click.ClickException):
     """A bad argument, reported on one line without the usage text (exit 2)."""
 
     exit_code = EXIT_USAGE
+
+    def format_message(self) -> str:
+        return printable_name(self.message)
 
 
 # The CLI's advice for a library error's reason (pycgpu.Error.reason), in the
