@@ -82,10 +82,20 @@ EXIT_CLAIMS: dict[str, dict[str, list[str]]] = {
         "SIGHUP) with":
             ["test_concurrency.py::test_a_signal_between_two_writes_leaves_the_tree_as_before",
              "test_issue39_cli_signals.py::test_any_ending_signal_between_two_writes_is_rolled_back",
-             "test_issue39_cli_signals.py::test_sigint_before_the_first_write_is_not_aborted_exit_1"],
-        "the run ends as it would have, exit 0, with `warning: SIGINT came after the last write":
+             "test_issue39_cli_signals.py::test_sigint_before_the_first_write_is_not_aborted_exit_1",
+             "test_issue39_signal_mask.py::test_two_signals_between_two_writes_are_both_named",
+             "test_issue39_signal_mask.py::"
+             "test_sigterm_while_waiting_for_the_lock_says_nothing_was_changed"],
+        "change: the run exits 0, with `warning: SIGINT came after the last write":
             ["test_issue39_cli_signals.py::"
-             "test_a_signal_after_the_last_write_says_the_change_is_complete"],
+             "test_a_signal_after_the_last_write_says_the_change_is_complete",
+             "test_issue39_signal_mask.py::test_two_signals_after_the_last_write_are_both_named",
+             "test_issue39_signal_mask.py::"
+             "test_sigint_right_after_the_apply_says_the_change_is_complete"],
+        "for another reason (exit 1 or 2, nothing written) is named in `warning: SIGTERM came "
+        "as the run failed":
+            ["test_issue39_signal_mask.py::"
+             "test_a_signal_as_the_run_fails_is_named_and_the_failure_stands"],
         "A signal after the last write leaves the change complete: exit 0 and a warning that "
         "says so":
             ["test_issue39_cli_signals.py::"
