@@ -191,7 +191,8 @@ EXPORTER_FAMILIES: dict[str, Family] = {
     "pycgpu_exporter_connections_dropped_total": _fam(
         "counter", "both", ("reason",),
         "Connections the exporter closed early: the scraper went away before the body was "
-        "sent (disconnected), silent for the idle timeout (idle), or over the bound of "
+        "sent (disconnected), silent for the idle timeout or its request not read whole "
+        "within the request deadline (idle), or over the bound of "
         "connections served at once, answered 503 (over_limit)."),
 }
 

@@ -16,16 +16,23 @@ What real scrapers do is expected, and counted in the exporter's
 - a scraper that goes away before the body is sent (its scrape timeout on
   a big page): ``disconnected``;
 - a connection that stays silent for :data:`IDLE_TIMEOUT` seconds (an idle
-  keep-alive connection, or one that never asks), or whose reply cannot be
-  sent within it: closed, ``idle``;
+  keep-alive connection, or one that never asks), whose request is not read
+  whole within :data:`REQUEST_TIMEOUT` seconds of its first byte (a client
+  sending a byte now and then), or whose reply cannot be sent within the
+  idle timeout: closed, ``idle``;
 - at most :data:`MAX_CONNECTIONS` connections are served at once, one
-  thread each; one more is answered 503 at once by the accepting thread,
-  without a thread of its own, and closed: ``over_limit``.
+  thread each; one more (or one whose thread cannot start) is answered 503
+  at once by the accepting thread, without a thread of its own, and closed:
+  ``over_limit``. It is closed once its client has read the reply and
+  closed, or after :data:`_LINGER` seconds, its request read
+  :data:`_DRAIN` bytes a pass meanwhile; at most :data:`MAX_REJECTED` are
+  left so, one more is closed at once.
 """
 
 from __future__ import annotations
 
 import gzip
+import io
 import socket
 import threading
 import time
@@ -47,6 +54,10 @@ _OM_VERSIONS = ("", "1.0.0", "0.0.1")
 # connection between scrapes, and scrapes every 15 s to 1 min; one that comes
 # back later opens a new connection
 IDLE_TIMEOUT = 30.0
+# a request (its line and headers) is read whole within this many seconds of
+# its first byte, or its connection is closed: the idle timeout bounds each
+# read, this the whole (a scraper sends its request at once)
+REQUEST_TIMEOUT = 10.0
 # connections served at once (a thread each): a node has a few scrapers
 MAX_CONNECTIONS = 32
 # why a connection ended early (the reason label of the exporter's counter)
@@ -58,6 +69,10 @@ _BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset
          b"too many connections to this exporter at once; try again soon\n")
 # how long a rejected connection may take to read its 503 and close
 _LINGER = 2.0
+# what is read of a rejected connection's request in one pass, at most
+_DRAIN = 65536
+# rejected connections left to read their 503 at once; one more is closed at once
+MAX_REJECTED = 64
 
 
 def _quality(params: list[str]) -> float:
@@ -129,9 +144,47 @@ class _Done(Exception):
     """The request is answered (an error was sent)."""
 
 
+class _Reader(io.RawIOBase):
+    """A connection's reads: waiting for a request, each read within
+    @idle seconds; once its first bytes came (``deadline`` set), each read
+    within what is left of :data:`REQUEST_TIMEOUT` too (TimeoutError past it)."""
+
+    def __init__(self, sock: socket.socket, idle: float | None) -> None:
+        super().__init__()
+        self.sock, self.idle = sock, idle
+        self.deadline: float | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self.deadline is None:
+            self.sock.settimeout(self.idle)
+            n = self.sock.recv_into(buffer)
+            self.deadline = time.monotonic() + REQUEST_TIMEOUT
+            return n
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request was not read whole in time")
+        self.sock.settimeout(left if self.idle is None else min(left, self.idle))
+        return self.sock.recv_into(buffer)
+
+
 class _Handler(BaseHTTPRequestHandler):
     exporter: Exporter
     protocol_version = "HTTP/1.1"  # Prometheus keeps its connection open
+
+    def setup(self) -> None:
+        super().setup()
+        self._reader = _Reader(self.connection, self.timeout)
+        self.rfile = io.BufferedReader(self._reader)
+
+    def parse_request(self) -> bool:
+        try:
+            return super().parse_request()  # reads the headers
+        finally:  # the request is read: the reply is sent within the idle timeout
+            self._reader.deadline = None
+            self.connection.settimeout(self.timeout)
 
     def _reply(self) -> Reply | None:
         """The Reply for /metrics; None for / (a link); a 404 for the rest."""
@@ -179,6 +232,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._headers(reply, None)
 
     def handle_one_request(self) -> None:
+        self._reader.deadline = None  # a new request: its deadline starts with its first bytes
         try:
             super().handle_one_request()
         except ConnectionError:  # the scraper went away (reset, broken pipe)
@@ -216,8 +270,12 @@ class _Server(ThreadingHTTPServer):
             if not over:
                 self._active += 1
         if not over:
-            super().process_request(request, client_address)
-            return
+            try:
+                super().process_request(request, client_address)
+                return
+            except RuntimeError:  # its thread cannot start: answered as one over the bound
+                with self._lock:
+                    self._active -= 1
         self.exporter.dropped(OVER_LIMIT)
         try:
             request.setblocking(False)
@@ -229,6 +287,9 @@ class _Server(ThreadingHTTPServer):
         # closed once the client has read the reply and closed its side: a
         # close with its request unread would reset the connection, the 503
         # possibly unread
+        if len(self._rejected) >= MAX_REJECTED:
+            self.shutdown_request(request)
+            return
         self._rejected.append((request, time.monotonic() + _LINGER))
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
@@ -244,15 +305,13 @@ class _Server(ThreadingHTTPServer):
         super().service_actions()
         now, keep = time.monotonic(), []
         for sock, deadline in self._rejected:
-            try:
-                while data := sock.recv(65536):  # its request, unread
-                    del data
-                done = True  # the client closed its side
+            try:  # its request, unread: a bounded part a pass (a client may never stop)
+                done = not sock.recv(_DRAIN)  # b"": the client closed its side
             except BlockingIOError:
-                done = now >= deadline
+                done = False
             except OSError:
                 done = True
-            if done:
+            if done or now >= deadline:
                 sock.close()
             else:
                 keep.append((sock, deadline))
@@ -282,8 +341,9 @@ def serve(exporter: Exporter, host: str, port: int, idle_timeout: float = IDLE_T
                                                            threading.Thread]:
     """Serve @exporter on http://HOST:PORT/metrics from a daemon thread; port
     0 picks a free port (``server.server_port`` tells which). A connection
-    silent for @idle_timeout seconds is closed; at most @max_connections are
-    served at once (the module docstring)."""
+    silent for @idle_timeout seconds, or whose request is not read whole
+    within :data:`REQUEST_TIMEOUT` seconds, is closed; at most
+    @max_connections are served at once (the module docstring)."""
     handler = type("Handler", (_Handler,), {"exporter": exporter, "timeout": idle_timeout})
     server_class = _Server6 if ":" in host else _Server
     server = server_class((host, port), handler, exporter, max_connections)
