@@ -83,3 +83,10 @@ def test_exec_dry_run_steps_are_escaped(bad_root):
     out, _ = run(bad_root, "exec", BAD, "--dry-run", "--", "true")
     clean(out)
     assert f"/{SHOWN}/cgroup/{SHOWN}/cgroup.procs" in out
+
+
+def test_rm_dry_run_is_escaped(cli):
+    cli.fake.make(f"{BAD}/child")
+    out, _ = run(cli, "rm", "-r", BAD, "--dry-run")
+    clean(out)
+    assert f"/{SHOWN}/child" in out

@@ -255,9 +255,9 @@ def exporter(state: State, listen: str, pod_resources: Path, source: str, all_gr
     namespace and container come from the kubelet for the containers the
     device plugin gave shares to. OpenMetrics when the scraper asks for it
     (Accept), gzip when it accepts it, HEAD answered. A connection silent
-    for 30 s is closed; at most 32 are served at once, one more gets a 503;
-    both, and scrapers gone mid-reply, are counted in
-    pycgpu_exporter_connections_dropped_total{reason}.
+    for 30 s, or whose request is not read in 10 s, is closed; at most 32
+    are served at once, one more gets a 503; these, and scrapers gone
+    mid-reply, are counted in pycgpu_exporter_connections_dropped_total{reason}.
 
     Runs until interrupted (Ctrl-C, SIGTERM).
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from ...core.cgroup import Cgroup
+from ...core.formats import printable_name
 from .common import (
     BadValue,
     Refused,
@@ -228,7 +229,7 @@ def rm(state: State, path: str, recursive: bool, dry_run: bool) -> None:
                           f"first, e.g. echo PID > {state.mount / 'cgroup.procs'}")
         for g in order:
             if dry_run:
-                click.echo(f"would rmdir {g.path}")
+                click.echo(f"would rmdir {printable_name(str(g.path))}")
             else:
                 g.remove()
 
