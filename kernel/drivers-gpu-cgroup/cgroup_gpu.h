@@ -67,8 +67,9 @@ struct gpucg_queue {
 /**
  * struct gpucg_ticket - GPU time in flight, kept by the driver per job
  *
- * Filled in by gpucg_queue_start() and consumed by gpucg_charge(); it pins
- * the cgroup the time goes to, so it may outlive its queue.
+ * Filled in by gpucg_queue_start() (or gpucg_kernel_start()) and consumed
+ * by gpucg_charge(); one of a queue pins the cgroup the time goes to, so
+ * it may outlive its queue.
  */
 struct gpucg_ticket {
 	struct gpucg_entity	*ent;
@@ -183,9 +184,9 @@ bool gpucg_boost_link(struct gpucg_boost *b, struct gpucg_queue *waiter,
 void gpucg_boost_unlink(struct gpucg_boost *b);
 
 #if IS_ENABLED(CONFIG_KUNIT)
-struct kunit;
-struct gpucg *gpucg_kunit_cgroup(struct kunit *test, struct gpucg *parent,
-				 u32 weight, int prio);
+struct gpucg *gpucg_kunit_cgroup_new(struct gpucg *parent, u32 weight,
+				     int prio);
+void gpucg_kunit_cgroup_free(struct gpucg *cg);
 struct gpucg_client *gpucg_kunit_client(struct gpucg_device *dev,
 					struct gpucg *cg);
 #endif

@@ -80,9 +80,9 @@
  * further for a shorter one). A budget of slots per cgroup would not do: the
  * shallow client would still wait behind the deep one's part of the ring
  * on every job. An entity that thinks more than twice as long as its jobs
- * run, or whose think time and half again is longer than 16 times the
- * window's lower bound (16 ms by default, whatever its job length), is not
- * waited for. For four of its cycles the engine still keeps the
+ * run, or longer than 32 times the window's lower bound (32 ms by default,
+ * whatever its job length), is not waited for, and the wait for one that
+ * is is at most that bound plus the window. For four of its cycles the engine still keeps the
  * ring shallow for it, but not empty: work it beats starts while the jobs
  * in flight end within one job (the longest of that work's average job,
  * the engine's and its window) from now. So a client whose think time
@@ -95,8 +95,8 @@
  * time only where the CPU takes longer than that job to queue the next:
  * under emulation, 2 to 19% of the engine with jobs of 2 ms), and the
  * engine idles at most one and a half think times plus a window per job
- * of a client it waits for: at most 32 times the window's lower bound,
- * 32 ms by default, however long that client's own jobs are (and a job
+ * of a client it waits for: at most 48 times the window's lower bound,
+ * 48 ms by default, however long that client's own jobs are (and a job
  * lent adds one wait for the next loan, below, bounded alike).
  * (Twice, not once: the latency between a job's end and the next job's
  * arrival counts as think time, and a client that renders for as long as
@@ -159,8 +159,9 @@
  * and when it is next ready in its own band, the engine awaits the loan
  * once: it holds work of the bands below the loan's for the loans' usual
  * delay after the entity became ready, half again, plus the window
- * (gpucg_loan_wait()), if that delay is at most twice its job and, with
- * half again, at most 16 windows' lower bound (as a think time), and the
+ * (gpucg_loan_wait()), if that delay is at most twice its job and 32
+ * windows' lower bound, and at most that bound and the window (as for a
+ * think time), and the
  * loan's arrival has the engine pick again (gpucg_boost_link() says so;
  * a loan passed on along a chain does not, and the wait's end does).
  * A job that waits on a fence of its own meanwhile is awaited again when
@@ -176,7 +177,9 @@
  * Inside a cgroup, queues are ordered by context priority, then by their
  * own vtime (the estimates of the jobs they started), so the clients of one
  * cgroup take turns instead of running FIFO. The root cgroup's queues sit
- * in a leaf under the top with the default weight and priority 0; an inner
+ * in a leaf under the top with the default weight and priority 0, and the
+ * kernel's queues (those of no client: a driver's page-table updates, say)
+ * in another beside it, alike but never expected back; an inner
  * cgroup's own queues, which cgroup v2 allows only at the root, compete
  * with its children as one more child of the default weight.
  *
@@ -199,7 +202,7 @@
  * drivers'), how many queues it opens and, in a delegated subtree, its
  * cgroups. Whatever it does:
  *
- * - An engine idles for others at most 32 windows' lower bound (32 ms by
+ * - An engine idles for others at most 48 windows' lower bound (48 ms by
  *   default) per job of an entity it expects, and one such wait more for
  *   the loan of a job lent: the gaps it waits out are bounded absolutely
  *   (gpucg_gap_max()), not in multiples of the entity's own jobs.
@@ -210,11 +213,14 @@
  *   unlink or a change of what a link lends O(log n) in the links into
  *   its target, plus what a change passes on (at most GPUCG_BOOST_BUDGET
  *   links); dropping links whose work has left its queue at most
- *   GPUCG_EXPIRE_BATCH links a section. An engine no link points into
- *   takes no lock but its own on its pick path.
- * - Kernel work (a queue or a job without a client) moves no cgroup's
- *   vtime and arms no anticipation: it counts only among the jobs in
- *   flight and in the device's total.
+ *   GPUCG_EXPIRE_BATCH links a section, and so does an engine's
+ *   destruction. An engine no link points into takes no lock but its own
+ *   on its pick path.
+ * - Kernel work moves no cgroup's vtime and arms no anticipation: queues
+ *   without a client sit in an entity of their own (see below), never
+ *   expected back, and a kernel job that no queue holds
+ *   (gpucg_kernel_start()) counts only among the jobs in flight and in
+ *   the device's total.
  * - Engine ids are allocated and freed, per device, so that no id aliases
  *   a live engine's; an engine keeps its device, and the device's state
  *   in every cgroup, until it is destroyed.
@@ -261,7 +267,6 @@
 #include <linux/slab.h>
 
 #include <kunit/static_stub.h>
-#include <kunit/test.h>
 #include <kunit/visibility.h>
 
 #include "gpu.h"
@@ -344,6 +349,7 @@ struct gpucg_engine {
 	spinlock_t		lock;
 	struct gpucg_entity	top;		/* the root of the tree */
 	struct gpucg_entity	root;		/* the root cgroup's queues */
+	struct gpucg_entity	kernel;		/* queues of no client */
 	struct list_head	expected;	/* entities expected back, oldest first */
 	unsigned int		nr_expected;
 	u64			busy_until;	/* expected end of the jobs in flight */
@@ -351,7 +357,7 @@ struct gpucg_engine {
 	u64			est_ns;		/* average job of all entities */
 	struct list_head	boosts;		/* links into it, boost lock */
 	unsigned int		nr_boosts;
-	unsigned long		boost_starts;	/* jobs started, queues emptied */
+	unsigned long		boost_starts;	/* jobs started, queues synced */
 	unsigned long		boost_seen;	/* boost_starts at the last expiry */
 	bool			dying;		/* takes no more links, boost lock */
 	bool			schedules;	/* its scheduler follows the policy */
@@ -381,28 +387,29 @@ static u64 gpucg_window(struct gpucg_entity *e)
 #define GPUCG_RETRY_MIN_NS	(50 * NSEC_PER_USEC)
 
 /*
- * The longest gap (a think time, a loan's delay, and half again) that an
+ * The longest gap (a think time, a loan's delay, with half again) that an
  * engine waits out for an entity, whatever the entity's own job length:
- * 16 times the window's lower bound, 16 ms by default. With the window,
+ * 32 times the window's lower bound, 32 ms by default: a client that
+ * thinks for a frame at 30 frames a second is still waited for. With the
+ * window,
  * the most an engine idles for one job of an entity it expects.
  */
 static u64 gpucg_gap_max(void)
 {
-	return 16 * gpucg_anticipate_ns;
+	return 32 * gpucg_anticipate_ns;
 }
 
 /*
  * How long the engine waits for an entity whose gaps average @gap, whose
- * jobs average @est: the gap and half again, plus the window; 0 if that
- * gap is more than twice its job or more than gpucg_gap_max(): such an
- * entity is not waited for.
+ * jobs average @est: the gap and half again, at most gpucg_gap_max(), plus
+ * the window; 0 if the gap is more than twice its job or more than
+ * gpucg_gap_max() itself: such an entity is not waited for.
  */
 static u64 gpucg_wait_ns(struct gpucg_entity *e, u64 gap, u64 est)
 {
-	if (!gpucg_anticipate_ns || gap > 2 * est ||
-	    gap + gap / 2 > gpucg_gap_max())
+	if (!gpucg_anticipate_ns || gap > 2 * est || gap > gpucg_gap_max())
 		return 0;
-	return gap + gap / 2 + gpucg_window(e);
+	return min(gap + gap / 2, gpucg_gap_max()) + gpucg_window(e);
 }
 
 /*
@@ -527,7 +534,8 @@ static void gpucg_expect(struct gpucg_entity *e, u64 now)
 	struct gpucg_engine *engine = e->engine;
 	struct gpucg_entity *victim;
 
-	if (!e->placed || !gpucg_anticipate_ns) {
+	/* kernel work arms no anticipation */
+	if (!e->placed || !gpucg_anticipate_ns || e == &engine->kernel) {
 		gpucg_unexpect(e);
 		return;
 	}
@@ -861,6 +869,7 @@ static unsigned int gpucg_boost_steps, gpucg_boost_steps_max;
 #endif
 
 static void gpucg_boost_lock_irqsave(unsigned long *flags)
+	__acquires(&gpucg_boost_lock)
 {
 	spin_lock_irqsave(&gpucg_boost_lock, *flags);
 #if IS_ENABLED(CONFIG_CGROUP_GPU_KUNIT_TEST)
@@ -869,6 +878,7 @@ static void gpucg_boost_lock_irqsave(unsigned long *flags)
 }
 
 static void gpucg_boost_unlock_irqrestore(unsigned long flags)
+	__releases(&gpucg_boost_lock)
 {
 #if IS_ENABLED(CONFIG_CGROUP_GPU_KUNIT_TEST)
 	gpucg_boost_steps_max = max(gpucg_boost_steps_max, gpucg_boost_steps);
@@ -1011,12 +1021,13 @@ static void gpucg_boost_detach(struct gpucg_boost *b)
 
 /*
  * Drops the links into @engine whose work has left its queue, before a
- * pick, once a job has started on it since the last look (a job leaves
- * its queue when it starts, or with its entity, which unlinks its own
- * waits): a loan never outlasts the job it was for by a pick that starts
- * another. The links are looked at GPUCG_EXPIRE_BATCH at a time, with
- * interrupts on in between; those still waiting go back at the end of the
- * engine's list.
+ * pick, once a job has started on it or a queue of it was synced since
+ * the last look (a job leaves its queue when it starts, or cancelled, with
+ * its entity, whose driver syncs the queue): a loan never outlasts the job
+ * it was for by a pick that starts another, but for a job cancelled after
+ * that pick's look, which it outlasts by one job. The links are looked at
+ * GPUCG_EXPIRE_BATCH at a time, with interrupts on in between; those still
+ * waiting go back at the end of the engine's list.
  */
 static void gpucg_boost_expire(struct gpucg_engine *engine)
 {
@@ -1046,26 +1057,50 @@ static void gpucg_boost_expire(struct gpucg_engine *engine)
 	}
 }
 
+/* Drops the links of @e's waits, GPUCG_EXPIRE_BATCH at a time. */
+static void gpucg_boost_drop_out(struct gpucg_entity *e)
+{
+	unsigned long flags;
+	unsigned int n;
+	bool more;
+
+	do {
+		gpucg_boost_lock_irqsave(&flags);
+		for (n = 0; n < GPUCG_EXPIRE_BATCH && !list_empty(&e->boosts_out); n++)
+			gpucg_boost_detach(list_first_entry(&e->boosts_out,
+							    struct gpucg_boost,
+							    out_node));
+		more = !list_empty(&e->boosts_out);
+		gpucg_boost_unlock_irqrestore(flags);
+	} while (more);
+}
+
 /*
- * Drops every link into @engine and out of its entities, and refuses new
- * ones into it: its entities are freed next. gpucg_mutex held.
+ * Drops every link into @engine and out of its entities, GPUCG_EXPIRE_BATCH
+ * at a time, and refuses new ones either way: its entities are freed
+ * next. gpucg_mutex held.
  */
 static void gpucg_boost_drop_engine(struct gpucg_engine *engine)
 {
-	struct gpucg_boost *b, *tmp;
 	struct gpucg_entity *ent;
 	unsigned long flags;
+	unsigned int n;
+	bool more;
 
-	gpucg_boost_lock_irqsave(&flags);
-	engine->dying = true;
-	list_for_each_entry_safe(b, tmp, &engine->boosts, in_node)
-		gpucg_boost_detach(b);
+	do {
+		gpucg_boost_lock_irqsave(&flags);
+		engine->dying = true;
+		for (n = 0; n < GPUCG_EXPIRE_BATCH && !list_empty(&engine->boosts); n++)
+			gpucg_boost_detach(list_first_entry(&engine->boosts,
+							    struct gpucg_boost,
+							    in_node));
+		more = !list_empty(&engine->boosts);
+		gpucg_boost_unlock_irqrestore(flags);
+	} while (more);
 	list_for_each_entry(ent, &engine->ents, engine_node)
-		list_for_each_entry_safe(b, tmp, &ent->boosts_out, out_node)
-			gpucg_boost_detach(b);
-	list_for_each_entry_safe(b, tmp, &engine->root.boosts_out, out_node)
-		gpucg_boost_detach(b);
-	gpucg_boost_unlock_irqrestore(flags);
+		gpucg_boost_drop_out(ent);
+	gpucg_boost_drop_out(&engine->root);
+	gpucg_boost_drop_out(&engine->kernel);
 }
 
 /*
@@ -1093,7 +1128,7 @@ static void gpucg_boost_refresh(struct gpucg_entity *e)
 			if (gpucg_boost_carry(b))
 				gpucg_boost_update(b->to, &budget);
 		}
-		/* interrupts on between batches (the caller may be in RCU) */
+		/* interrupts on between batches */
 		gpucg_boost_unlock_irqrestore(flags);
 		gpucg_boost_lock_irqsave(&flags);
 	}
@@ -1109,7 +1144,8 @@ static void gpucg_boost_refresh(struct gpucg_entity *e)
  * @client: that job's client; NULL (kernel work) links nothing
  * @done: says, under the core's locks and without sleeping, whether the
  *	  job has left its queue (gone to the hardware, or been cancelled):
- *	  the engine's next pick then drops the link
+ *	  nothing is linked if it has, and the engine's first pick after a
+ *	  job started on it or a queue of it was synced drops the link
  *
  * Until gpucg_boost_unlink() or @done, the cgroup that owns @client now
  * runs its queues on @engine at least at @waiter's effective priority, or
@@ -1158,7 +1194,8 @@ bool gpucg_boost_link(struct gpucg_boost *b, struct gpucg_queue *waiter,
 	/* an engine's entities outlive it only until its destruction drops links */
 	if (!engine->dying && !waiter->engine->dying)
 		to = gpucg_entity_find(cg, engine);
-	if (!to || to == from) {
+	/* a job that left its queue already lends nothing */
+	if (!to || to == from || done(b)) {
 		gpucg_boost_unlock_irqrestore(flags);
 		if (cg != &gpucg_root)
 			css_put(&cg->css);
@@ -1323,6 +1360,7 @@ struct gpucg_engine *__gpucg_engine_create(struct gpucg_device *dev,
 	INIT_LIST_HEAD(&engine->boosts);
 	gpucg_entity_init(&engine->top, engine, NULL, NULL);
 	gpucg_entity_init(&engine->root, engine, &engine->top, NULL);
+	gpucg_entity_init(&engine->kernel, engine, &engine->top, NULL);
 	if (gpucg_group_alloc(&engine->root, &gpucg_root)) {
 		kfree(engine);
 		return ERR_PTR(-ENOMEM);
@@ -1444,6 +1482,10 @@ void gpucg_sched_rekey(struct gpucg *cg)
 	mutex_lock(&gpucg_mutex);
 	rcu_read_lock();
 	css_for_each_descendant_pre(pos, &cg->css) {
+		/* pinned, so that the walk may leave RCU while it works */
+		if (!css_tryget(pos))
+			continue;
+		rcu_read_unlock();
 		prio = gpucg_priority_effective(css_gpucg(pos));
 		xa_for_each(&css_gpucg(pos)->pools, id, pool) {
 			xa_for_each(&pool->ents, eid, ent) {
@@ -1454,6 +1496,9 @@ void gpucg_sched_rekey(struct gpucg *cg)
 				gpucg_boost_refresh(ent);
 			}
 		}
+		cond_resched();
+		rcu_read_lock();
+		css_put(pos);
 	}
 	rcu_read_unlock();
 	mutex_unlock(&gpucg_mutex);
@@ -1683,7 +1728,7 @@ int gpucg_queue_init(struct gpucg_queue *q, struct gpucg_engine *engine,
 		if (IS_ERR(ent))
 			return PTR_ERR(ent);
 	} else {
-		ent = &engine->root;
+		ent = &engine->kernel;
 	}
 	q->cg = cg;
 	q->engine = engine;
@@ -1803,6 +1848,8 @@ void gpucg_queue_sync(struct gpucg_queue *q,
 	if (!engine)
 		return;
 	spin_lock_irqsave(&engine->lock, flags);
+	/* work may have left the queue: gpucg_boost_expire() looks again */
+	WRITE_ONCE(engine->boost_starts, engine->boost_starts + 1);
 	r = ready(q);
 	if (r && !q->active)
 		gpucg_queue_activate(q, gpucg_now());
@@ -1858,7 +1905,7 @@ void gpucg_queue_move(struct gpucg_queue *q, struct gpucg_engine *engine)
 	if (!q->engine || q->engine == engine || WARN_ON_ONCE(q->active))
 		return;
 	cg = q->cg;
-	ent = gpucg_entity_find(cg, engine);
+	ent = q->client ? gpucg_entity_find(cg, engine) : &engine->kernel;
 	if (!ent) {	/* its allocation failed: charge the root */
 		css_put(&cg->css);
 		q->cg = &gpucg_root;
@@ -2187,45 +2234,37 @@ out:
 }
 EXPORT_SYMBOL_GPL(gpucg_queue_pick);
 
-/*
- * A kernel job (no client) goes to @engine: it counts among the jobs in
- * flight, so that the engine's estimate of their end holds, and its time
- * goes to the device's total, but to no cgroup's vtime, and it arms no
- * anticipation: its ticket's entity is the engine's top, which has no
- * parent to account to. Engine lock held.
- */
-static void gpucg_ticket_kernel(struct gpucg_engine *engine,
-				struct gpucg_ticket *t, u64 now)
-{
-	WRITE_ONCE(engine->boost_starts, engine->boost_starts + 1);
-	t->ent = &engine->top;
-	t->cg = &gpucg_root;
-	t->est_ns = engine->est_ns ?: NSEC_PER_MSEC;
-	engine->tickets++;
-	engine->busy_until = max(now, engine->busy_until) + t->est_ns;
-}
-
 /**
  * gpucg_kernel_start() - a job of the kernel's own goes to the hardware
  * @engine: the engine; NULL is allowed
- * @t: the job's ticket, for gpucg_charge()
+ * @t: the job's ticket, for gpucg_charge(); it pins nothing
  *
  * For a job without a client (a driver's page-table update, a buffer move)
- * that the driver does not queue through the core: its GPU time shows in
- * the device's total (the root cgroup's gpu.stat), it moves no cgroup's
- * vtime and the engine expects nothing back after it.
+ * that the driver does not queue through the core (drm_sched's fair
+ * policy runs those first, in a run queue of its own): its GPU time shows
+ * in the device's total (the root cgroup's gpu.stat), it moves no vtime
+ * and the engine expects nothing back after it.
  *
  * Context: any context.
  */
 void gpucg_kernel_start(struct gpucg_engine *engine, struct gpucg_ticket *t)
 {
 	unsigned long flags;
+	u64 now;
 
 	t->ent = NULL;
 	if (!engine)
 		return;
 	spin_lock_irqsave(&engine->lock, flags);
-	gpucg_ticket_kernel(engine, t, gpucg_now());
+	now = gpucg_now();
+	/* a job left a queue: gpucg_boost_expire() looks again */
+	WRITE_ONCE(engine->boost_starts, engine->boost_starts + 1);
+	/* the top has no parent: nothing to account to, or expect */
+	t->ent = &engine->top;
+	t->cg = &gpucg_root;
+	t->est_ns = engine->est_ns ?: NSEC_PER_MSEC;
+	engine->tickets++;
+	engine->busy_until = max(now, engine->busy_until) + t->est_ns;
 	spin_unlock_irqrestore(&engine->lock, flags);
 }
 EXPORT_SYMBOL_GPL(gpucg_kernel_start);
@@ -2236,10 +2275,7 @@ EXPORT_SYMBOL_GPL(gpucg_kernel_start);
  * @t: the job's ticket, for gpucg_charge()
  *
  * Charges an estimate of the job's GPU time now, so that the next pick
- * sees it, and the time the queue was ready before its job started. A
- * queue without a client (gpucg_queue_init()) is the kernel's: its job is
- * a kernel job (gpucg_kernel_start()), ordered among the root cgroup's
- * queues by its own vtime.
+ * sees it, and the time the queue was ready before its job started.
  *
  * Context: any context.
  */
@@ -2255,24 +2291,6 @@ void gpucg_queue_start(struct gpucg_queue *q, struct gpucg_ticket *t)
 		return;
 	spin_lock_irqsave(&q->engine->lock, flags);
 	now = gpucg_now();
-	if (!q->client && !q->engine->group_ops) {
-		gpucg_ticket_kernel(q->engine, t, now);
-		if (q->active) {
-			rb_erase_cached(&q->node, &q->ent->queues);
-			wait = now - q->ready_ns;
-			q->ready_ns = now;
-		}
-		q->vtime += t->est_ns;
-		if (vtime_before(q->ent->qvclock, q->vtime))
-			q->ent->qvclock = q->vtime;
-		if (q->active)
-			rb_add_cached(&q->node, &q->ent->queues,
-				      gpucg_queue_less);
-		spin_unlock_irqrestore(&q->engine->lock, flags);
-		if (wait)
-			atomic64_add(wait, &q->engine->dev->root.wait_ns);
-		return;
-	}
 	/* an owner that moved takes even a queue that never idles along */
 	if (q->active && q->client &&
 	    rcu_access_pointer(q->client->cg) != q->cg) {
@@ -2543,41 +2561,59 @@ EXPORT_SYMBOL_GPL(gpucg_queue_share);
 
 #if IS_ENABLED(CONFIG_KUNIT)
 /**
- * gpucg_kunit_cgroup() - a cgroup for a KUnit test, in no hierarchy
- * @test: the test, whose memory it is
+ * gpucg_kunit_cgroup_new() - a cgroup for a KUnit test, in no hierarchy
  * @parent: its parent, from this call; NULL: under the root
  * @weight: its default gpu.weight
  * @prio: its gpu.priority
  *
  * Lets a KUnit test (this core's, drm_sched's) place clients in cgroups
  * without a cgroup2 mount, on UML as in a VM. Its css holds no references
- * (as the root's): the test keeps it, and must release every device that
- * has state in it (gpucg_put_device()) before the test ends; allocated
- * before those devices are registered, a deferred action that releases
- * them runs first.
+ * (as the root's) and has no children a walk of the hierarchy could find:
+ * the test keeps it, and frees it with gpucg_kunit_cgroup_free() once
+ * every engine and device that has state in it is destroyed and released
+ * (a deferred action added before the device's is run after it).
  *
- * Context: process context, may sleep; a KUnit test.
- * Return: the cgroup; the test fails if it cannot be allocated.
+ * Context: process context, may sleep.
+ * Return: the cgroup, or NULL if it cannot be allocated.
  */
-struct gpucg *gpucg_kunit_cgroup(struct kunit *test, struct gpucg *parent,
-				 u32 weight, int prio)
+struct gpucg *gpucg_kunit_cgroup_new(struct gpucg *parent, u32 weight,
+				     int prio)
 {
-	struct gpucg *cg = kunit_kzalloc(test, sizeof(*cg), GFP_KERNEL);
+	struct gpucg *cg = kzalloc_obj(*cg);
 
-	KUNIT_ASSERT_NOT_NULL(test, cg);
+	if (!cg)
+		return NULL;
 	cg->css.flags = CSS_NO_REF;
 	cg->css.parent = &(parent ?: &gpucg_root)->css;
+	INIT_LIST_HEAD(&cg->css.sibling);
+	INIT_LIST_HEAD(&cg->css.children);
 	cg->weight = weight;
 	cg->priority = prio;
 	xa_init(&cg->pools);
 	return cg;
 }
-EXPORT_SYMBOL_IF_KUNIT(gpucg_kunit_cgroup);
+EXPORT_SYMBOL_IF_KUNIT(gpucg_kunit_cgroup_new);
+
+/**
+ * gpucg_kunit_cgroup_free() - free a cgroup from gpucg_kunit_cgroup_new()
+ * @cg: the cgroup; NULL is ignored
+ *
+ * Context: process context.
+ */
+void gpucg_kunit_cgroup_free(struct gpucg *cg)
+{
+	if (!cg)
+		return;
+	WARN_ON_ONCE(!xa_empty(&cg->pools));
+	xa_destroy(&cg->pools);
+	kfree(cg);
+}
+EXPORT_SYMBOL_IF_KUNIT(gpucg_kunit_cgroup_free);
 
 /**
  * gpucg_kunit_client() - a client of @dev owned by a KUnit test's cgroup
  * @dev: the device
- * @cg: from gpucg_kunit_cgroup()
+ * @cg: from gpucg_kunit_cgroup_new()
  *
  * Context: process context, may sleep; a KUnit test.
  * Return: the client, for gpucg_client_put(), or an ERR_PTR().

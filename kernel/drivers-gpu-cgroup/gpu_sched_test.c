@@ -6,7 +6,7 @@
  * Each test drives the core as a driver does (queues made ready, picked,
  * started and charged) on a device and engines of its own, which no
  * interface file shows (the device is never published), for clients in
- * cgroups made for the test alone (gpucg_kunit_cgroup(): a &struct gpucg
+ * cgroups made for the test alone (gpucg_kunit_cgroup_new(): a &struct gpucg
  * that belongs to no hierarchy, its css unreferenced, as the root's). The
  * core's clock is the test's (gpucg_now(), a KUnit static stub), and a
  * test's engine is simulated by the test (gst_run()): every figure is
@@ -75,16 +75,26 @@ static void gst_exit(struct kunit *test)
 	for (i = 0; i < w->nr_engines; i++)
 		gpucg_engine_destroy(w->engines[i]);
 	gpucg_put_device(w->dev);
+	w->nr_queues = 0;
+	w->nr_engines = 0;
+	w->dev = NULL;
 }
 
+KUNIT_DEFINE_ACTION_WRAPPER(gst_cgroup_free, gpucg_kunit_cgroup_free,
+			    struct gpucg *);
+
 /*
- * A cgroup of the test's, under @parent (NULL: the root). Freed with the
- * test's memory after gst_exit() has released the device.
+ * A cgroup of the test's, under @parent (NULL: the root). Freed at the
+ * test's end, after gst_exit() has released the device.
  */
 static struct gpucg *gst_cgroup(struct gst *w, struct gpucg *parent,
 				u32 weight, int prio)
 {
-	return gpucg_kunit_cgroup(w->test, parent, weight, prio);
+	struct gpucg *cg = gpucg_kunit_cgroup_new(parent, weight, prio);
+
+	KUNIT_ASSERT_NOT_NULL(w->test, cg);
+	KUNIT_ASSERT_EQ(w->test, kunit_add_action_or_reset(w->test, gst_cgroup_free, cg), 0);
+	return cg;
 }
 
 static struct gpucg_engine *gst_engine(struct gst *w)
@@ -167,11 +177,14 @@ static void gpucg_test_engine_ids(struct kunit *test)
 		e = gpucg_engine_create(w->dev, true);
 		KUNIT_ASSERT_NOT_ERR_OR_NULL(test, e);
 		KUNIT_EXPECT_NE(test, e->id, live->id);
-		/* the cgroup's entity on the live engine is not this one's */
+		/* neither the live engine's entity nor the last one's */
 		KUNIT_EXPECT_NULL(test, gpucg_entity_find(cg, e));
 		if (i)
 			KUNIT_EXPECT_EQ(test, e->id, id);
 		id = e->id;
+		mutex_lock(&gpucg_mutex);
+		KUNIT_EXPECT_NOT_ERR_OR_NULL(test, gpucg_entity_get(cg, e));
+		mutex_unlock(&gpucg_mutex);
 		gpucg_engine_destroy(e);
 	}
 	KUNIT_EXPECT_LT(test, id, 2U);
@@ -187,27 +200,22 @@ static void gpucg_test_device_outlives_release(struct kunit *test)
 {
 	struct gst *w = test->priv;
 	struct gpucg *cg = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 0);
-	struct gpucg_engine *engine = gpucg_engine_create(w->dev, true);
+	struct gpucg_engine *engine = gst_engine(w);
+	struct gst_queue *tq = gst_queue(w, engine, cg);
 	struct gpucg_queue *q;
-	struct gst_queue tq = {};
-	u64 retry;
 	u32 id = w->dev->id;
+	u64 retry;
 
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, engine);
-	tq.client = gpucg_client_new(w->dev, cg);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, tq.client);
-	KUNIT_ASSERT_EQ(test, gpucg_queue_init(&tq.q, engine, tq.client, 0), 0);
+	/* the exit puts no device the test released, and destroys the engine */
 	gpucg_put_device(w->dev);
-	w->dev = NULL;	/* released: the exit must not put it again */
+	w->dev = NULL;
 	/* the cgroup's state is there for the engine's queue */
 	KUNIT_ASSERT_NOT_NULL(test, xa_load(&cg->pools, id));
-	gst_sync(&tq, true);
+	gst_sync(tq, true);
 	q = gpucg_queue_pick(engine, gst_take, NULL, &retry);
-	KUNIT_EXPECT_PTR_EQ(test, q, &tq.q);
-	gst_sync(&tq, false);
-	gpucg_queue_fini(&tq.q);
-	gpucg_client_put(tq.client);
-	gpucg_engine_destroy(engine);
+	KUNIT_EXPECT_PTR_EQ(test, q, &tq->q);
+	gst_sync(tq, false);
+	gst_exit(test);
 	/* the last engine took the device's state along */
 	KUNIT_EXPECT_NULL(test, xa_load(&cg->pools, id));
 }
@@ -239,7 +247,9 @@ static void gpucg_test_kernel_jobs(struct kunit *test)
 	gst_job(w, root, 2 * NSEC_PER_MSEC);
 	KUNIT_ASSERT_FALSE(test, list_empty(&engine->expected));
 	w->now += NSEC_PER_SEC;	/* both are long overdue */
+	spin_lock_irq(&engine->lock);
 	gpucg_hold(engine, ent, w->now);	/* drops the overdue */
+	spin_unlock_irq(&engine->lock);
 	KUNIT_ASSERT_TRUE(test, list_empty(&engine->expected));
 	vtime = ent->vtime;
 	root_vtime = engine->root.vtime;
@@ -347,8 +357,46 @@ static void gst_run(struct gst *w, struct gpucg_engine *engine,
 			run = NULL;
 		}
 	}
+	if (idle_from) {	/* idle up to the end: an engine that stopped */
+		f->idle_ns += w->now - idle_from;
+		f->idle_max_ns = max(f->idle_max_ns, w->now - idle_from);
+	}
 	if (run)	/* the job in flight ends at once */
 		gpucg_charge(engine, &t, run->job_ns);
+}
+
+/*
+ * Kernel queues take turns with the cgroups by vtime, as one more child of
+ * the top at the default weight: not strictly first (a driver's page-table
+ * updates that users feed would run ahead of every cgroup), at the share
+ * the weights give.
+ */
+static void gpucg_test_kernel_share(struct kunit *test)
+{
+	struct gst *w = test->priv;
+	struct gpucg_engine *engine = gst_engine(w);
+	struct gpucg *cg = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 0);
+	struct gpucg *heavy = gst_cgroup(w, NULL, 300, 0);
+	struct gst_client c[3] = {
+		{ .tq = gst_queue(w, engine, NULL), .job_ns = 2 * NSEC_PER_MSEC,
+		  .deep = true },
+		{ .tq = gst_queue(w, engine, cg), .job_ns = 2 * NSEC_PER_MSEC,
+		  .deep = true },
+		{ .tq = gst_queue(w, engine, heavy), .job_ns = 2 * NSEC_PER_MSEC,
+		  .deep = true },
+	};
+	u64 all = 10 * NSEC_PER_SEC;
+	struct gst_figures f;
+
+	gst_run(w, engine, c, 3, all, &f);
+	kunit_info(test, "kernel, weight 100, weight 300: %llu%%, %llu%%, %llu%%\n",
+		   c[0].busy_ns * 100 / all, c[1].busy_ns * 100 / all,
+		   c[2].busy_ns * 100 / all);
+	KUNIT_EXPECT_EQ(test, c[0].busy_ns * 100 / all, 20ULL);
+	KUNIT_EXPECT_EQ(test, c[1].busy_ns * 100 / all, 20ULL);
+	KUNIT_EXPECT_EQ(test, c[2].busy_ns * 100 / all, 60ULL);
+	/* kernel work is never expected back */
+	KUNIT_EXPECT_TRUE(test, list_empty(&engine->kernel.expect_node));
 }
 
 /*
@@ -361,14 +409,18 @@ struct gst_idle_case {
 	const char	*name;
 	u64		job_ms;
 	u64		think_us[2];	/* in turn */
+	u64		deep_ms;	/* the deep client's jobs */
 };
 
 static const struct gst_idle_case gst_idle_cases[] = {
-	{ "400 ms jobs, thinks 150 and 450 ms", 400, { 150000, 450000 } },
-	{ "400 ms jobs, thinks 5 and 40 ms", 400, { 5000, 40000 } },
-	{ "1 s jobs, thinks 10 ms", 1000, { 10000, 10000 } },
-	{ "40 ms jobs, thinks 8 and 12 ms", 40, { 8000, 12000 } },
-	{ "2 ms jobs, thinks 1 and 5 ms", 2, { 1000, 5000 } },
+	{ "400 ms jobs, thinks 150 and 450 ms", 400, { 150000, 450000 }, 5 },
+	{ "400 ms jobs, thinks 5 and 40 ms", 400, { 5000, 40000 }, 5 },
+	/* waited for, and late every other job: the wait runs out */
+	{ "400 ms jobs, thinks 10 and 50 ms, deep jobs of 50 ms", 400,
+	  { 10000, 50000 }, 50 },
+	{ "1 s jobs, thinks 10 ms", 1000, { 10000, 10000 }, 5 },
+	{ "40 ms jobs, thinks 8 and 12 ms", 40, { 8000, 12000 }, 5 },
+	{ "2 ms jobs, thinks 1 and 5 ms", 2, { 1000, 5000 }, 5 },
 };
 
 KUNIT_ARRAY_PARAM_DESC(gst_idle, gst_idle_cases, name);
@@ -386,7 +438,7 @@ static void gpucg_test_idle_bound(struct kunit *test)
 		  .think_ns = { p->think_us[0] * NSEC_PER_USEC,
 				p->think_us[1] * NSEC_PER_USEC } },
 		{ .tq = gst_queue(w, engine, small),
-		  .job_ns = 5 * NSEC_PER_MSEC, .deep = true },
+		  .job_ns = p->deep_ms * NSEC_PER_MSEC, .deep = true },
 	};
 	u64 bound = gpucg_gap_max() + 16 * gpucg_anticipate_ns;
 	struct gst_figures f;
@@ -483,12 +535,13 @@ static unsigned int gst_waiters(struct kunit *test, unsigned int n)
 				 signaller->client, gst_wait_done);
 	KUNIT_EXPECT_EQ(test, ent->boost, 100);
 	KUNIT_EXPECT_EQ(test, target->nr_boosts, n);
-	/* the job goes to the hardware: every wait on it is done */
-	for (i = 0; i < n; i++)
-		waits[i].done = true;
 	q = gpucg_queue_pick(target, gst_take, NULL, &retry);
 	KUNIT_EXPECT_PTR_EQ(test, q, &signaller->q);
+	KUNIT_EXPECT_EQ(test, target->nr_boosts, n);
+	/* the job goes to the hardware: every wait on it is done */
 	gst_job(w, signaller, NSEC_PER_MSEC);
+	for (i = 0; i < n; i++)
+		waits[i].done = true;
 	gpucg_boost_steps_max = 0;
 	q = gpucg_queue_pick(target, gst_take, NULL, &retry);
 	steps = gpucg_boost_steps_max;
@@ -558,6 +611,7 @@ static struct kunit_case gpucg_sched_cases[] = {
 	KUNIT_CASE(gpucg_test_engine_ids),
 	KUNIT_CASE(gpucg_test_device_outlives_release),
 	KUNIT_CASE(gpucg_test_kernel_jobs),
+	KUNIT_CASE(gpucg_test_kernel_share),
 	KUNIT_CASE_PARAM(gpucg_test_idle_bound, gst_idle_gen_params),
 	KUNIT_CASE(gpucg_test_many_waiters),
 	KUNIT_CASE(gpucg_test_priority_change_reaches_every_link),

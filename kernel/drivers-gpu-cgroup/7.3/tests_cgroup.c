@@ -16,7 +16,7 @@
  * may name a directory of the cgroup2 hierarchy that has them
  * (drm_sched_tests.gpucg_root, the project's VM harness does); without it,
  * as on UML, each test makes cgroups of its own that belong to no
- * hierarchy (gpucg_kunit_cgroup()). Each test registers a device of its
+ * hierarchy (gpucg_kunit_cgroup_new()). Each test registers a device of its
  * own with the controller, unpublished, so no interface file shows it.
  *
  * A client runs in a kthread worker and keeps a number of jobs queued
@@ -790,9 +790,24 @@ static struct kunit_case drm_sched_cgroup_tests[] = {
 	{}
 };
 
+KUNIT_DEFINE_ACTION_WRAPPER(cg_cgroup_free, gpucg_kunit_cgroup_free,
+			    struct gpucg *);
+
+/* A cgroup of the test's own, freed at its end. */
+static struct gpucg *cg_cgroup_new(struct kunit *test, struct gpucg *parent,
+				   u32 weight, int prio)
+{
+	struct gpucg *cg = gpucg_kunit_cgroup_new(parent, weight, prio);
+
+	KUNIT_ASSERT_NOT_NULL(test, cg);
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, cg_cgroup_free, cg), 0);
+	return cg;
+}
+
 /*
  * Without gpucg_root, the test's own cgroups, made before any device of the
- * test's: they go after the deferred actions that release the devices.
+ * test's: they are freed after the deferred actions that release the
+ * devices.
  */
 static int cg_init(struct kunit *test)
 {
@@ -801,10 +816,10 @@ static int cg_init(struct kunit *test)
 
 	if (gpucg_root)
 		return 0;
-	parent = gpucg_kunit_cgroup(test, NULL, CGROUP_WEIGHT_DFL, 100);
+	parent = cg_cgroup_new(test, NULL, CGROUP_WEIGHT_DFL, 100);
 	for (i = 0; i < ARRAY_SIZE(cg_names); i++)
-		cg_made[i] = gpucg_kunit_cgroup(test, parent, cg_names[i].weight,
-						cg_names[i].prio);
+		cg_made[i] = cg_cgroup_new(test, parent, cg_names[i].weight,
+					   cg_names[i].prio);
 	return 0;
 }
 
