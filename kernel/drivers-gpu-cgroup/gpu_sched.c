@@ -81,9 +81,10 @@
  * shallow client would still wait behind the deep one's part of the ring
  * on every job. An entity that thinks more than twice as long as its jobs
  * run, or longer than 32 times the window's lower bound (32 ms by default,
- * whatever its job length), is not waited for, and the wait for one that
- * is is at most that bound plus the window. For four of its cycles the engine still keeps the
- * ring shallow for it, but not empty: work it beats starts while the jobs
+ * whatever its job length), is not waited for, and the engine waits for
+ * any other at most that bound plus the window. For four of its cycles
+ * the engine still keeps the ring shallow for one it does not wait for,
+ * but not empty: work it beats starts while the jobs
  * in flight end within one job (the longest of that work's average job,
  * the engine's and its window) from now. So a client whose think time
  * grows for a while (a stall, a busy CPU) finds the running job and one
@@ -332,8 +333,8 @@ struct gpucg_entity {
 	u64			lend_ns;	/* average delay of a loan */
 	struct list_head	boosts_out;	/* links of its waits, boost lock */
 	unsigned int		nr_boosts_out;	/* boost lock */
-	struct rb_root_cached	boosts_in;	/* links from other engines, best first, boost lock */
-	struct rb_root_cached	boosts_local;	/* links from its own engine, alike */
+	struct rb_root_cached	boosts_in;	/* other engines' links, best first */
+	struct rb_root_cached	boosts_local;	/* its own engine's links, alike */
 	int			key;		/* its band in the parent's tree */
 	int			left_key;	/* the band it left last */
 	bool			active;
@@ -1057,20 +1058,25 @@ static void gpucg_boost_expire(struct gpucg_engine *engine)
 	}
 }
 
-/* Drops the links of @e's waits, GPUCG_EXPIRE_BATCH at a time. */
-static void gpucg_boost_drop_out(struct gpucg_entity *e)
+/*
+ * Drops the links on @head, the list of links into an engine (@in) or out
+ * of an entity, GPUCG_EXPIRE_BATCH at a time.
+ */
+static void gpucg_boost_drop_list(struct list_head *head, bool in)
 {
+	struct gpucg_boost *b;
 	unsigned long flags;
 	unsigned int n;
 	bool more;
 
 	do {
 		gpucg_boost_lock_irqsave(&flags);
-		for (n = 0; n < GPUCG_EXPIRE_BATCH && !list_empty(&e->boosts_out); n++)
-			gpucg_boost_detach(list_first_entry(&e->boosts_out,
-							    struct gpucg_boost,
-							    out_node));
-		more = !list_empty(&e->boosts_out);
+		for (n = 0; n < GPUCG_EXPIRE_BATCH && !list_empty(head); n++) {
+			b = in ? list_first_entry(head, struct gpucg_boost, in_node) :
+				 list_first_entry(head, struct gpucg_boost, out_node);
+			gpucg_boost_detach(b);
+		}
+		more = !list_empty(head);
 		gpucg_boost_unlock_irqrestore(flags);
 	} while (more);
 }
@@ -1084,23 +1090,15 @@ static void gpucg_boost_drop_engine(struct gpucg_engine *engine)
 {
 	struct gpucg_entity *ent;
 	unsigned long flags;
-	unsigned int n;
-	bool more;
 
-	do {
-		gpucg_boost_lock_irqsave(&flags);
-		engine->dying = true;
-		for (n = 0; n < GPUCG_EXPIRE_BATCH && !list_empty(&engine->boosts); n++)
-			gpucg_boost_detach(list_first_entry(&engine->boosts,
-							    struct gpucg_boost,
-							    in_node));
-		more = !list_empty(&engine->boosts);
-		gpucg_boost_unlock_irqrestore(flags);
-	} while (more);
+	gpucg_boost_lock_irqsave(&flags);
+	engine->dying = true;
+	gpucg_boost_unlock_irqrestore(flags);
+	gpucg_boost_drop_list(&engine->boosts, true);
 	list_for_each_entry(ent, &engine->ents, engine_node)
-		gpucg_boost_drop_out(ent);
-	gpucg_boost_drop_out(&engine->root);
-	gpucg_boost_drop_out(&engine->kernel);
+		gpucg_boost_drop_list(&ent->boosts_out, false);
+	gpucg_boost_drop_list(&engine->root.boosts_out, false);
+	gpucg_boost_drop_list(&engine->kernel.boosts_out, false);
 }
 
 /*

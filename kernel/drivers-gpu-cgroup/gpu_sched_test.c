@@ -513,26 +513,52 @@ static bool gst_wait_done(struct gpucg_boost *b)
 	return container_of(b, struct gst_wait, b)->done;
 }
 
+/*
+ * @n waits of a queue at priority 100 on another engine on the ready job of
+ * a signaller at @low on @target, whose entity is *@ent; *@from is the
+ * waiter's entity.
+ */
+static struct gst_wait *gst_waits(struct kunit *test, unsigned int n, int low,
+				  struct gpucg_engine **target,
+				  struct gst_queue **signaller,
+				  struct gpucg_entity **ent,
+				  struct gpucg_entity **from)
+{
+	struct gst *w = test->priv;
+	struct gpucg *lcg = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, low);
+	struct gpucg *hcg = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 100);
+	struct gpucg_engine *other;
+	struct gst_queue *waiter;
+	struct gst_wait *waits;
+	unsigned int i;
+
+	*target = gst_engine(w);
+	other = gst_engine(w);
+	*signaller = gst_queue(w, *target, lcg);
+	waiter = gst_queue(w, other, hcg);
+	*ent = gpucg_entity_find(lcg, *target);
+	*from = gpucg_entity_find(hcg, other);
+	waits = kunit_kcalloc(test, n, sizeof(*waits), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, waits);
+	gst_sync(*signaller, true);
+	for (i = 0; i < n; i++)
+		gpucg_boost_link(&waits[i].b, &waiter->q, *target,
+				 (*signaller)->client, gst_wait_done);
+	return waits;
+}
+
 static unsigned int gst_waiters(struct kunit *test, unsigned int n)
 {
 	struct gst *w = test->priv;
-	struct gpucg *low = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, -100);
-	struct gpucg *high = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 100);
-	struct gpucg_engine *target = gst_engine(w), *other = gst_engine(w);
-	struct gst_queue *signaller = gst_queue(w, target, low);
-	struct gst_queue *waiter = gst_queue(w, other, high);
-	struct gpucg_entity *ent = gpucg_entity_find(low, target);
+	struct gpucg_entity *ent, *from;
+	struct gpucg_engine *target;
+	struct gst_queue *signaller;
 	struct gst_wait *waits;
 	struct gpucg_queue *q;
 	unsigned int i, steps;
 	u64 retry;
 
-	waits = kunit_kcalloc(test, n, sizeof(*waits), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, waits);
-	gst_sync(signaller, true);
-	for (i = 0; i < n; i++)
-		gpucg_boost_link(&waits[i].b, &waiter->q, target,
-				 signaller->client, gst_wait_done);
+	waits = gst_waits(test, n, -100, &target, &signaller, &ent, &from);
 	KUNIT_EXPECT_EQ(test, ent->boost, 100);
 	KUNIT_EXPECT_EQ(test, target->nr_boosts, n);
 	q = gpucg_queue_pick(target, gst_take, NULL, &retry);
@@ -574,24 +600,14 @@ static void gpucg_test_many_waiters(struct kunit *test)
  */
 static void gpucg_test_priority_change_reaches_every_link(struct kunit *test)
 {
-	struct gst *w = test->priv;
-	struct gpucg *low = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, -500);
-	struct gpucg *high = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 100);
-	struct gpucg_engine *target = gst_engine(w), *other = gst_engine(w);
-	struct gst_queue *signaller = gst_queue(w, target, low);
-	struct gst_queue *waiter = gst_queue(w, other, high);
-	struct gpucg_entity *ent = gpucg_entity_find(low, target);
-	struct gpucg_entity *from = gpucg_entity_find(high, other);
 	const unsigned int n = 4 * GPUCG_BOOST_BUDGET;
+	struct gpucg_entity *ent, *from;
 	unsigned int i, stale = 0;
+	struct gpucg_engine *target;
+	struct gst_queue *signaller;
 	struct gst_wait *waits;
 
-	waits = kunit_kcalloc(test, n, sizeof(*waits), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, waits);
-	gst_sync(signaller, true);
-	for (i = 0; i < n; i++)
-		gpucg_boost_link(&waits[i].b, &waiter->q, target,
-				 signaller->client, gst_wait_done);
+	waits = gst_waits(test, n, -500, &target, &signaller, &ent, &from);
 	KUNIT_EXPECT_EQ(test, ent->boost, 100);
 	/* gpucg_sched_rekey(), for one entity */
 	WRITE_ONCE(from->prio, -100);
