@@ -60,8 +60,9 @@
  * four slots). So the engine expects such an entity back (CFQ and BFQ call
  * this idling): from the moment its last ready work is picked, through its
  * jobs in flight, until its think time (the gap between its last job
- * retiring and new work arriving, averaged) and half again have passed
- * after their expected end, plus a window of a quarter of its average job
+ * retiring and new work arriving, averaged) and half again (at most
+ * gpucg_gap_max()) have passed after their expected end, plus a window of
+ * a quarter of its average job
  * (1 to 16 ms by default; gpu_anticipate_us= on the command line sets the
  * lower bound, 0 turns expecting off). Meanwhile a pick that would start
  * work of an entity the expected one beats returns nothing and says when
@@ -121,7 +122,7 @@
  * engine or device: that entity's own queues count in the band of the
  * highest priority lent to it (its boost) until the job leaves the queue
  * (the driver's done callback says so, and the engine's first pick after
- * a job started there or a queue of it emptied drops the link), or the
+ * a job started there or a queue of it was synced drops the link), or the
  * waiter stops waiting. The whole entity rises, not the
  * one queue: the cgroup's other queues ride along for that one job, and
  * its own order (context priority, round robin, a driver's fair policy)
@@ -161,8 +162,8 @@
  * once: it holds work of the bands below the loan's for the loans' usual
  * delay after the entity became ready, half again, plus the window
  * (gpucg_loan_wait()), if that delay is at most twice its job and 32
- * windows' lower bound, and at most that bound and the window (as for a
- * think time), and the
+ * windows' lower bound, and never longer than that bound plus the window
+ * (as for a think time), and the
  * loan's arrival has the engine pick again (gpucg_boost_link() says so;
  * a loan passed on along a chain does not, and the wait's end does).
  * A job that waits on a fence of its own meanwhile is awaited again when
@@ -214,12 +215,12 @@
  *   unlink or a change of what a link lends O(log n) in the links into
  *   its target, plus what a change passes on (at most GPUCG_BOOST_BUDGET
  *   links); dropping links whose work has left its queue at most
- *   GPUCG_EXPIRE_BATCH links a section, and so does an engine's
- *   destruction. An engine no link points into takes no lock but its own
+ *   GPUCG_EXPIRE_BATCH links a section, each passing its change on to at
+ *   most GPUCG_BOOST_BUDGET more, and so does an engine's destruction. An engine no link points into takes no lock but its own
  *   on its pick path.
  * - Kernel work moves no cgroup's vtime and arms no anticipation: queues
- *   without a client sit in an entity of their own (see below), never
- *   expected back, and a kernel job that no queue holds
+ *   without a client sit in an entity of their own (see above), never
+ *   expected back and lending nothing, and a kernel job that no queue holds
  *   (gpucg_kernel_start()) counts only among the jobs in flight and in
  *   the device's total.
  * - Engine ids are allocated and freed, per device, so that no id aliases
@@ -420,6 +421,8 @@ static u64 gpucg_wait_ns(struct gpucg_entity *e, u64 gap, u64 est)
  */
 static u64 gpucg_expect_ns(struct gpucg_entity *e)
 {
+	if (e == &e->engine->kernel)	/* never expected back */
+		return 0;
 	return gpucg_wait_ns(e, e->think_ns, e->est_ns);
 }
 
@@ -1074,6 +1077,7 @@ static void gpucg_boost_drop_list(struct list_head *head, bool in)
 		for (n = 0; n < GPUCG_EXPIRE_BATCH && !list_empty(head); n++) {
 			b = in ? list_first_entry(head, struct gpucg_boost, in_node) :
 				 list_first_entry(head, struct gpucg_boost, out_node);
+			gpucg_boost_step();
 			gpucg_boost_detach(b);
 		}
 		more = !list_empty(head);
@@ -1149,7 +1153,8 @@ static void gpucg_boost_refresh(struct gpucg_entity *e)
  * runs its queues on @engine at least at @waiter's effective priority, or
  * at what is lent to @waiter in turn (see the top of this file). Nothing
  * is linked to the waiter's own cgroup on its own engine, nor to an engine
- * that does not schedule or is being destroyed. A client whose owner moved
+ * that does not schedule or is being destroyed, nor from a kernel queue (of
+ * no client). A client whose owner moved
  * while its job was queued may have the job in its former cgroup, which
  * is then not lent anything.
  *
@@ -1173,6 +1178,9 @@ bool gpucg_boost_link(struct gpucg_boost *b, struct gpucg_queue *waiter,
 
 	gpucg_boost_unlink(b);
 	if (!waiter->engine || !engine || !engine->schedules || !client)
+		return false;
+	/* kernel work lends nothing */
+	if (waiter->ent == &waiter->engine->kernel)
 		return false;
 	rcu_read_lock();
 	cg = rcu_dereference(client->cg);
@@ -1494,7 +1502,10 @@ void gpucg_sched_rekey(struct gpucg *cg)
 				gpucg_boost_refresh(ent);
 			}
 		}
+		/* no global stall: others may make entities meanwhile */
+		mutex_unlock(&gpucg_mutex);
 		cond_resched();
+		mutex_lock(&gpucg_mutex);
 		rcu_read_lock();
 		css_put(pos);
 	}
@@ -2600,9 +2611,9 @@ EXPORT_SYMBOL_IF_KUNIT(gpucg_kunit_cgroup_new);
  */
 void gpucg_kunit_cgroup_free(struct gpucg *cg)
 {
-	if (!cg)
+	/* a pool left (a charge the device kept) points at it: leaked */
+	if (!cg || WARN_ON_ONCE(!xa_empty(&cg->pools)))
 		return;
-	WARN_ON_ONCE(!xa_empty(&cg->pools));
 	xa_destroy(&cg->pools);
 	kfree(cg);
 }

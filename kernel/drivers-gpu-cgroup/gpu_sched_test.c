@@ -443,6 +443,8 @@ static void gpucg_test_idle_bound(struct kunit *test)
 	u64 bound = gpucg_gap_max() + 16 * gpucg_anticipate_ns;
 	struct gst_figures f;
 
+	/* the bound the essay states: 48 windows' lower bound */
+	KUNIT_EXPECT_EQ(test, bound, 48 * gpucg_anticipate_ns);
 	gst_run(w, engine, c, 2, 60 * NSEC_PER_SEC, &f);
 	kunit_info(test, "%s: idle with work ready %llu ms in all, %llu us at most (bound %llu us a job); shares %llu%% and %llu%%\n",
 		   p->name, f.idle_ns / NSEC_PER_MSEC,
@@ -623,6 +625,55 @@ static void gpucg_test_priority_change_reaches_every_link(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, ent->boost, GPUCG_KEY_NONE);
 }
 
+/*
+ * An engine's destruction drops the links into it a batch at a time, not
+ * all of them with interrupts off.
+ */
+static void gpucg_test_destroy_many_links(struct kunit *test)
+{
+	struct gpucg_entity *ent, *from;
+	struct gpucg_engine *target;
+	struct gst_queue *signaller;
+	struct gst_wait *waits;
+	unsigned int i, linked = 0;
+
+	waits = gst_waits(test, 10000, -100, &target, &signaller, &ent, &from);
+	KUNIT_ASSERT_EQ(test, target->nr_boosts, 10000U);
+	gpucg_boost_steps_max = 0;
+	gst_exit(test);
+	KUNIT_EXPECT_LE(test, gpucg_boost_steps_max, GPUCG_EXPIRE_BATCH);
+	for (i = 0; i < 10000; i++)
+		linked += !!waits[i].b.to;
+	KUNIT_EXPECT_EQ(test, linked, 0U);
+}
+
+/*
+ * Nothing is linked for a job that has left its queue already, nor from a
+ * kernel queue (kernel work lends nothing).
+ */
+static void gpucg_test_no_link_for_done_or_kernel(struct kunit *test)
+{
+	struct gst *w = test->priv;
+	struct gpucg *low = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, -100);
+	struct gpucg *high = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 100);
+	struct gpucg_engine *target = gst_engine(w), *other = gst_engine(w);
+	struct gst_queue *signaller = gst_queue(w, target, low);
+	struct gst_queue *waiter = gst_queue(w, other, high);
+	struct gst_queue *kern = gst_queue(w, target, NULL);
+	struct gpucg_entity *ent = gpucg_entity_find(low, target);
+	struct gst_wait done = { .done = true }, wait = {};
+
+	gst_sync(signaller, true);
+	KUNIT_EXPECT_FALSE(test, gpucg_boost_link(&done.b, &waiter->q, target,
+						  signaller->client, gst_wait_done));
+	KUNIT_EXPECT_NULL(test, done.b.to);
+	KUNIT_EXPECT_FALSE(test, gpucg_boost_link(&wait.b, &kern->q, target,
+						  signaller->client, gst_wait_done));
+	KUNIT_EXPECT_NULL(test, wait.b.to);
+	KUNIT_EXPECT_EQ(test, target->nr_boosts, 0U);
+	KUNIT_EXPECT_EQ(test, ent->boost, GPUCG_KEY_NONE);
+}
+
 static struct kunit_case gpucg_sched_cases[] = {
 	KUNIT_CASE(gpucg_test_engine_ids),
 	KUNIT_CASE(gpucg_test_device_outlives_release),
@@ -631,6 +682,8 @@ static struct kunit_case gpucg_sched_cases[] = {
 	KUNIT_CASE_PARAM(gpucg_test_idle_bound, gst_idle_gen_params),
 	KUNIT_CASE(gpucg_test_many_waiters),
 	KUNIT_CASE(gpucg_test_priority_change_reaches_every_link),
+	KUNIT_CASE(gpucg_test_destroy_many_links),
+	KUNIT_CASE(gpucg_test_no_link_for_done_or_kernel),
 	KUNIT_CASE(gpucg_test_deterministic),
 	{}
 };

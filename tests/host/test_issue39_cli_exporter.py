@@ -154,4 +154,6 @@ def test_the_docs_state_the_limits_the_code_has():
     assert f"stays silent for **{idle} seconds**" in doc
     assert f"at most **{bound} connections** are served at once" in doc
     text = " ".join(CliRunner().invoke(main, ["exporter", "--help"]).output.split())
-    assert f"silent for {idle} s is closed; at most {bound} are served at once" in text
+    deadline = int(httpd.REQUEST_TIMEOUT)
+    assert (f"silent for {idle} s, or whose request is not read in {deadline} s, is closed;"
+            f" at most {bound} are served at once") in text
