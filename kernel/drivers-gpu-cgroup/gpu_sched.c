@@ -216,8 +216,9 @@
  *   its target, plus what a change passes on (at most GPUCG_BOOST_BUDGET
  *   links); dropping links whose work has left its queue at most
  *   GPUCG_EXPIRE_BATCH links a section, each passing its change on to at
- *   most GPUCG_BOOST_BUDGET more, and so does an engine's destruction. An engine no link points into takes no lock but its own
- *   on its pick path.
+ *   most GPUCG_BOOST_BUDGET more, and so does an engine's destruction.
+ *   An engine no link points into takes no lock but its own on its pick
+ *   path.
  * - Kernel work moves no cgroup's vtime and arms no anticipation: queues
  *   without a client sit in an entity of their own (see above), never
  *   expected back and lending nothing, and a kernel job that no queue holds
