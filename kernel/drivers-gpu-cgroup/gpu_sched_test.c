@@ -661,17 +661,22 @@ static void gpucg_test_no_link_for_done_or_kernel(struct kunit *test)
 	struct gst_queue *waiter = gst_queue(w, other, high);
 	struct gst_queue *kern = gst_queue(w, target, NULL);
 	struct gpucg_entity *ent = gpucg_entity_find(low, target);
-	struct gst_wait done = { .done = true }, wait = {};
+	struct gst_wait *w2 = kunit_kcalloc(test, 2, sizeof(*w2), GFP_KERNEL);
 
+	KUNIT_ASSERT_NOT_NULL(test, w2);
+	w2[0].done = true;
 	gst_sync(signaller, true);
-	KUNIT_EXPECT_FALSE(test, gpucg_boost_link(&done.b, &waiter->q, target,
+	KUNIT_EXPECT_FALSE(test, gpucg_boost_link(&w2[0].b, &waiter->q, target,
 						  signaller->client, gst_wait_done));
-	KUNIT_EXPECT_NULL(test, done.b.to);
-	KUNIT_EXPECT_FALSE(test, gpucg_boost_link(&wait.b, &kern->q, target,
+	KUNIT_EXPECT_NULL(test, w2[0].b.to);
+	KUNIT_EXPECT_FALSE(test, gpucg_boost_link(&w2[1].b, &kern->q, target,
 						  signaller->client, gst_wait_done));
-	KUNIT_EXPECT_NULL(test, wait.b.to);
+	KUNIT_EXPECT_NULL(test, w2[1].b.to);
 	KUNIT_EXPECT_EQ(test, target->nr_boosts, 0U);
 	KUNIT_EXPECT_EQ(test, ent->boost, GPUCG_KEY_NONE);
+	/* so that a failure leaves nothing linked to the test's memory */
+	gpucg_boost_unlink(&w2[0].b);
+	gpucg_boost_unlink(&w2[1].b);
 }
 
 static struct kunit_case gpucg_sched_cases[] = {
