@@ -465,6 +465,13 @@ void drm_sched_entity_gpucg_follow(struct drm_sched_entity *entity)
 		drm_sched_gpucg_rq_sync(old);
 		drm_sched_gpucg_rq_sync(rq);
 		drm_sched_gpucg_rq_put(old);
+		/*
+		 * A selection between the move and the sync found neither
+		 * run queue ready and may have left the scheduler idle with
+		 * no job in flight to wake it: the entity's queued jobs
+		 * would wait for good.
+		 */
+		drm_sched_wakeup(sched);
 	}
 	spin_unlock(&entity->lock);
 }
