@@ -25,10 +25,11 @@
  *
  * A queue whose next work waits on a job that has not left its queue, of a
  * client of another cgroup or of its own cgroup on another engine, lends
- * that client's cgroup its priority on the job's engine
- * (gpucg_boost_link()) until the job goes to the hardware. When the engine
- * was holding work for that loan, the call says so, and the driver has the
- * engine pick again.
+ * the queue that holds that job its priority (gpucg_boost_link()) until
+ * the job goes to the hardware: that queue, and no other of its cgroup,
+ * runs in the waiter's band while it is ready. When the engine was holding
+ * work for that loan, the call says so, and the driver has the engine pick
+ * again.
  */
 #ifndef _LINUX_CGROUP_GPU_H
 #define _LINUX_CGROUP_GPU_H
@@ -50,7 +51,9 @@ struct gpucg_pool;
 /**
  * struct gpucg_queue - a queue of GPU work, embedded in the driver's queue
  *
- * Initialized by gpucg_queue_init(); the driver reads none of it.
+ * Initialized by gpucg_queue_init() or gpucg_queue_init_lent(); the driver
+ * reads none of it. The links of waits into it and out of it
+ * (gpucg_boost_link()) are under the core's boost lock.
  */
 struct gpucg_queue {
 	struct rb_node		node;
@@ -60,8 +63,16 @@ struct gpucg_queue {
 	struct gpucg		*cg;
 	u64			vtime;
 	u64			ready_ns;
+	struct rb_root_cached	boosts_in;
+	struct rb_root_cached	boosts_local;
+	struct list_head	boosts_out;
 	int			ctx_prio;
+	int			boost;
+	int			boost_hops;
+	int			boost_local;
 	bool			active;
+	bool			lent_only;
+	bool			ready;
 };
 
 /**
@@ -84,17 +95,22 @@ struct gpucg_ticket {
  * Embedded, zeroed, in the driver's queue (or wherever it keeps the wait
  * of the queue's next work), linked by gpucg_boost_link() and unlinked by
  * gpucg_boost_unlink(); the core also unlinks it once @done says the work
- * it waits for has left its queue. The driver reads none of it.
+ * it waits for has left its queue, or when either queue goes
+ * (gpucg_queue_fini()). The driver reads none of it.
  */
 struct gpucg_boost {
 	struct list_head	in_node;
 	struct rb_node		to_node;
 	struct list_head	out_node;
+	struct list_head	qout_node;
+	struct gpucg_engine	*engine;
 	struct gpucg_entity	*from;
-	struct gpucg_entity	*to;
+	struct gpucg_queue	*waiter;
+	struct gpucg_queue	*to;
 	bool			(*done)(struct gpucg_boost *b);
 	int			prio;
 	int			hops;
+	bool			local;
 };
 
 /**
@@ -127,6 +143,17 @@ struct gpucg_group_ops {
 	struct gpucg_queue *(*alloc)(void *priv);
 	void (*free)(struct gpucg_queue *q, void *priv);
 };
+
+/**
+ * gpucg_queue_is_lent_only() - whether a queue runs only on loan
+ * @q: the queue
+ *
+ * Return: true for a queue set up by gpucg_queue_init_lent().
+ */
+static inline bool gpucg_queue_is_lent_only(const struct gpucg_queue *q)
+{
+	return q->lent_only;
+}
 
 struct lock_class_key;
 
@@ -162,6 +189,9 @@ void gpucg_group_put(struct gpucg_queue *q);
 
 int gpucg_queue_init(struct gpucg_queue *q, struct gpucg_engine *engine,
 		     struct gpucg_client *client, int ctx_prio);
+int gpucg_queue_init_lent(struct gpucg_queue *q, struct gpucg_engine *engine,
+			  struct gpucg_client *client);
+bool gpucg_queue_lent(const struct gpucg_queue *q);
 void gpucg_queue_fini(struct gpucg_queue *q);
 void gpucg_queue_move(struct gpucg_queue *q, struct gpucg_engine *engine);
 void gpucg_queue_sync(struct gpucg_queue *q,
@@ -179,7 +209,7 @@ bool gpucg_queue_before(const struct gpucg_queue *a,
 			const struct gpucg_queue *b);
 u32 gpucg_queue_share(struct gpucg_queue *q);
 bool gpucg_boost_link(struct gpucg_boost *b, struct gpucg_queue *waiter,
-		      struct gpucg_engine *engine, struct gpucg_client *client,
+		      struct gpucg_queue *holder,
 		      bool (*done)(struct gpucg_boost *b));
 void gpucg_boost_unlink(struct gpucg_boost *b);
 
@@ -289,6 +319,18 @@ static inline int gpucg_queue_init(struct gpucg_queue *q,
 	return 0;
 }
 
+static inline int gpucg_queue_init_lent(struct gpucg_queue *q,
+					struct gpucg_engine *engine,
+					struct gpucg_client *client)
+{
+	return 0;
+}
+
+static inline bool gpucg_queue_lent(const struct gpucg_queue *q)
+{
+	return false;
+}
+
 static inline void gpucg_queue_fini(struct gpucg_queue *q)
 {
 }
@@ -344,8 +386,7 @@ static inline u32 gpucg_queue_share(struct gpucg_queue *q)
 
 static inline bool gpucg_boost_link(struct gpucg_boost *b,
 				    struct gpucg_queue *waiter,
-				    struct gpucg_engine *engine,
-				    struct gpucg_client *client,
+				    struct gpucg_queue *holder,
 				    bool (*done)(struct gpucg_boost *b))
 {
 	return false;

@@ -117,21 +117,25 @@
  * the hardware) would wait for as long as work of a band between the two
  * keeps that job's queue from running: a cgroup at priority 100 waiting on
  * one at -100 gets nothing while one at 0 saturates the engine. So the
- * waiter lends its effective priority (gpucg_boost_link()) to the
- * signaller's cgroup on the signaller's engine, which may be another
- * engine or device: that entity's own queues count in the band of the
- * highest priority lent to it (its boost) until the job leaves the queue
- * (the driver's done callback says so, and the engine's first pick after
- * a job started there or a queue of it was synced drops the link), or the
- * waiter stops waiting. The whole entity rises, not the
- * one queue: the cgroup's other queues ride along for that one job, and
- * its own order (context priority, round robin, a driver's fair policy)
- * still decides among them. Its GPU time is charged to its own cgroup as
+ * waiter lends its effective priority (gpucg_boost_link()) to the queue
+ * that holds the job, on the signaller's engine, which may be another
+ * engine or device, until the job leaves the queue (the driver's done
+ * callback says so, and the engine's first pick after a job started there
+ * or a queue of it was synced drops the link), or the waiter stops
+ * waiting. The queue alone rises, and only while it is ready: a cgroup's
+ * queues are ordered by what is lent to them first, and the entity counts
+ * in the band of its first ready queue's loan, if that is higher than its
+ * own (its boost); a pick in that band takes that queue. The cgroup's
+ * other queues stay in their band, and a job that cannot run (it waits on
+ * a fence of its own, which the queue may lend to in turn) lifts nothing.
+ * On a grouped engine (below) the driver's run queue holds all of a
+ * cgroup's queues, so each of them is also a queue of the core that runs
+ * only on loan (gpucg_queue_init_lent()). Its GPU time is charged to its own cgroup as
  * ever: the estimate of a job started on loan to its vtime in the band it
  * was lent (see above), the correction when the job ends to the band it
  * is in then. A waiter
  * lends what it has: its own effective priority, which its ancestors
- * already cap, or what is lent to it in turn, so chains pass a priority
+ * already cap, or what is lent to its queue in turn, so chains pass a priority
  * on (a signaller that waits itself lends further) and a delegated
  * subtree can raise work only to the priority of a waiter that already
  * has it. A priority passed on travels at most GPUCG_BOOST_HOPS links and
@@ -149,7 +153,7 @@
  * it (a bin job's render job) lend it its band and change nothing. The
  * links into an entity are kept in order of what they lend (a tree, and
  * one of those from waiters on its own engine), so that making, dropping
- * or changing one costs O(log n) in the links into its target, however
+ * or changing one costs O(log n) in the links into its queue, however
  * many waiters a client makes.
  *
  * A loan comes only once the waiter's job is queued, after the signaller's:
@@ -228,10 +232,12 @@
  *   a live engine's; an engine keeps its device, and the device's state
  *   in every cgroup, until it is destroyed.
  *
- * Two limits stand: a loan lifts the signaller's whole entity on the
- * engine, its cgroup's other queues there included, for as long as the
- * job waited for sits in its queue; and a client's creation or move
- * creates its cgroup's entity on every engine of the device.
+ * - A loan lifts the queue that holds the job waited for, while it is
+ *   ready, and nothing else of its cgroup: a job that waits on something
+ *   of its own lifts nothing meanwhile (gpucg_test_loan_lifts_only_its_holder).
+ *
+ * One limit stands: a client's creation or move creates its cgroup's
+ * entity on every engine of the device.
  *
  * Locking: an engine's lock protects its entities' trees, keys, vtimes,
  * estimates and the list of entities it expects back, and is taken with
@@ -248,14 +254,16 @@
  * that an idle engine keeps no removed cgroup alive: freeing an entity
  * takes it off the list.
  * gpucg_boost_lock protects every link of priority inheritance, the lists
- * of links out of each entity and into each engine, the trees of links
- * into each entity, and nests
- * outside engine locks, which it takes one at a time, along chains of
- * links too: a pick on an engine that links point into, and everything
- * that links, takes the locks of the engines reachable along them. A link
- * pins the cgroups of both its ends, and an engine's destruction drops
- * the links to and from it and refuses new ones either way. An entity's
- * boost and boost_local are written under both locks.
+ * of links out of each entity and queue and into each engine, the trees of
+ * links into each queue, and nests outside engine locks, which it takes
+ * one at a time, along chains of links too: a pick on an engine that
+ * links point into, and everything that links, takes the locks of the
+ * engines reachable along them. A link pins the cgroup of its waiter;
+ * its holder's end goes with the holder (gpucg_queue_fini() drops the
+ * links into a queue and out of it), and an engine's destruction drops
+ * the links to and from it and refuses new ones either way. A queue's
+ * boost and boost_local are written under both locks, an entity's boost
+ * (what its first ready queue is lent) under its engine's.
  */
 
 #include <linux/cgroup.h>
@@ -326,17 +334,13 @@ struct gpucg_entity {
 	u32			inflight;	/* jobs started, not charged */
 	struct list_head	expect_node;	/* in engine->expected */
 	int			prio;		/* effective priority */
-	int			boost;		/* highest priority lent to it */
-	int			boost_hops;	/* links the boost came over */
-	int			boost_local;	/* lent by waiters on its engine */
+	int			boost;		/* lent to its first ready queue */
 	int			run_key;	/* own key its last job started in */
 	int			await_key;	/* band of the loan it awaits */
 	u64			await_ns;	/* awaiting it since; 0: no sample */
 	u64			lend_ns;	/* average delay of a loan */
 	struct list_head	boosts_out;	/* links of its waits, boost lock */
 	unsigned int		nr_boosts_out;	/* boost lock */
-	struct rb_root_cached	boosts_in;	/* other engines' links, best first */
-	struct rb_root_cached	boosts_local;	/* its own engine's links, alike */
 	int			key;		/* its band in the parent's tree */
 	int			left_key;	/* the band it left last */
 	bool			active;
@@ -589,12 +593,9 @@ static void gpucg_entity_init(struct gpucg_entity *e, struct gpucg_engine *engin
 	e->queues = RB_ROOT_CACHED;
 	e->key = GPUCG_KEY_NONE;
 	e->boost = GPUCG_KEY_NONE;
-	e->boost_local = GPUCG_KEY_NONE;
 	e->run_key = GPUCG_KEY_NONE;
 	e->await_key = GPUCG_KEY_NONE;
 	INIT_LIST_HEAD(&e->boosts_out);
-	e->boosts_in = RB_ROOT_CACHED;
-	e->boosts_local = RB_ROOT_CACHED;
 	INIT_LIST_HEAD(&e->engine_node);
 	INIT_LIST_HEAD(&e->expect_node);
 	RB_CLEAR_NODE(&e->node);
@@ -610,11 +611,14 @@ static bool gpucg_entity_less(struct rb_node *a, const struct rb_node *b)
 	return vtime_before(ea->vtime, eb->vtime);
 }
 
+/* A cgroup's queues: the one lent most first, then by context priority. */
 static bool gpucg_queue_less(struct rb_node *a, const struct rb_node *b)
 {
 	const struct gpucg_queue *qa = rb_entry(a, struct gpucg_queue, node);
 	const struct gpucg_queue *qb = rb_entry(b, struct gpucg_queue, node);
 
+	if (qa->boost != qb->boost)
+		return qa->boost > qb->boost;
 	if (qa->ctx_prio != qb->ctx_prio)
 		return qa->ctx_prio > qb->ctx_prio;
 	return vtime_before(qa->vtime, qb->vtime);
@@ -653,7 +657,10 @@ static struct gpucg_entity *gpucg_band_first(struct gpucg_entity *e, int key)
 	return found;
 }
 
-/* The band of the entity's own queues: its priority, or what it is lent. */
+/*
+ * The band of the entity's own queues: its priority, or what is lent to the
+ * first of them that is ready, if that is higher.
+ */
 static int gpucg_own_key(const struct gpucg_entity *e)
 {
 	return max(e->prio, e->boost);
@@ -820,6 +827,26 @@ static void gpucg_entity_update(struct gpucg_entity *e, u64 now)
 	}
 }
 
+/*
+ * Sets @e's boost to what its first ready queue is lent (its queues are in
+ * order of that) and re-sorts it and its ancestors. Engine lock held.
+ * Return: whether a loan came that the engine was holding work for
+ * (gpucg_loan_wait()).
+ */
+static bool gpucg_entity_reboost(struct gpucg_entity *e, u64 now)
+{
+	struct gpucg_queue *first = gpucg_first_queue(e);
+	int old = e->boost, boost = first ? first->boost : GPUCG_KEY_NONE;
+	bool held = false;
+
+	e->boost = boost;
+	/* a loan came (not one of several that ended) */
+	if (e->await_ns && boost > old && boost > e->prio)
+		held = gpucg_entity_lent(e, now);
+	gpucg_entity_update(e, now);
+	return held;
+}
+
 /* Adds @ns of GPU time (@sub: takes it back) to the vtimes of @e's path. */
 static void gpucg_entity_account(struct gpucg_entity *e, u64 ns, bool sub)
 {
@@ -891,9 +918,10 @@ static void gpucg_boost_unlock_irqrestore(unsigned long flags)
 	spin_unlock_irqrestore(&gpucg_boost_lock, flags);
 }
 
-static bool gpucg_boost_update(struct gpucg_entity *e, int *budget);
+static bool gpucg_boost_update(struct gpucg_queue *q, int *budget);
+static bool gpucg_queue_activate(struct gpucg_queue *q, u64 now);
 
-/* Orders the links into an entity: the highest priority, then fewest hops. */
+/* Orders the links into a queue: the highest priority, then fewest hops. */
 static bool gpucg_boost_less(struct rb_node *a, const struct rb_node *b)
 {
 	const struct gpucg_boost *ba = rb_entry(a, struct gpucg_boost, to_node);
@@ -904,11 +932,10 @@ static bool gpucg_boost_less(struct rb_node *a, const struct rb_node *b)
 	return ba->hops < bb->hops;
 }
 
-/* The tree of @b's target that holds @b: by whether the waiter is local. */
+/* The tree of @b's holder that holds @b: by whether the waiter is local. */
 static struct rb_root_cached *gpucg_boost_tree(struct gpucg_boost *b)
 {
-	return b->from->engine == b->to->engine ? &b->to->boosts_local :
-						  &b->to->boosts_in;
+	return b->local ? &b->to->boosts_local : &b->to->boosts_in;
 }
 
 static struct gpucg_boost *gpucg_boost_first(struct rb_root_cached *root)
@@ -919,19 +946,19 @@ static struct gpucg_boost *gpucg_boost_first(struct rb_root_cached *root)
 }
 
 /*
- * Sets the priority @b lends: its waiter's own, or what is lent to the
- * waiter if that is higher and came over fewer than GPUCG_BOOST_HOPS
- * links; @b is re-sorted among the links into its target. Boost lock
- * held. Return: whether it changed.
+ * Sets the priority @b lends: its waiter's cgroup's own, or what is lent to
+ * the waiting queue if that is higher and came over fewer than
+ * GPUCG_BOOST_HOPS links; @b is re-sorted among the links into its holder.
+ * Boost lock held. Return: whether it changed.
  */
 static bool gpucg_boost_carry(struct gpucg_boost *b)
 {
-	struct gpucg_entity *from = b->from;
-	int prio = READ_ONCE(from->prio), hops = 1;
+	struct gpucg_queue *waiter = b->waiter;
+	int prio = READ_ONCE(b->from->prio), hops = 1;
 
-	if (from->boost > prio && from->boost_hops < GPUCG_BOOST_HOPS) {
-		prio = from->boost;
-		hops = from->boost_hops + 1;
+	if (waiter->boost > prio && waiter->boost_hops < GPUCG_BOOST_HOPS) {
+		prio = waiter->boost;
+		hops = waiter->boost_hops + 1;
 	}
 	if (prio == b->prio && hops == b->hops)
 		return false;
@@ -942,12 +969,12 @@ static bool gpucg_boost_carry(struct gpucg_boost *b)
 	return true;
 }
 
-/* Passes a change of what @e lends on to the links of its waits. */
-static void gpucg_boost_pass(struct gpucg_entity *e, int *budget)
+/* Passes a change of what @q is lent on to the links of its waits. */
+static void gpucg_boost_pass(struct gpucg_queue *q, int *budget)
 {
 	struct gpucg_boost *b;
 
-	list_for_each_entry(b, &e->boosts_out, out_node) {
+	list_for_each_entry(b, &q->boosts_out, qout_node) {
 		if (--*budget < 0)
 			return;
 		gpucg_boost_step();
@@ -957,20 +984,47 @@ static void gpucg_boost_pass(struct gpucg_entity *e, int *budget)
 }
 
 /*
- * Sets @e's boost to the highest priority its links lend it (and what
+ * Sets what @q is lent. An active queue is re-sorted among its cgroup's, and
+ * the cgroup's entity takes the boost of its first; a queue that runs only
+ * on loan (gpucg_queue_init_lent()) is active only while it is lent and
+ * its driver says it is ready. Engine lock held. Return: whether a loan
+ * came that the engine was holding work for.
+ */
+static bool gpucg_queue_reboost(struct gpucg_queue *q, int boost, int hops,
+				u64 now)
+{
+	struct gpucg_entity *ent = q->ent;
+
+	if (q->lent_only && q->active && boost == GPUCG_KEY_NONE)
+		gpucg_queue_deactivate(q, now);
+	if (!q->active) {
+		WRITE_ONCE(q->boost, boost);
+		q->boost_hops = hops;
+		if (q->lent_only && q->ready && boost != GPUCG_KEY_NONE)
+			return gpucg_queue_activate(q, now);
+		return false;
+	}
+	rb_erase_cached(&q->node, &ent->queues);
+	WRITE_ONCE(q->boost, boost);
+	q->boost_hops = hops;
+	rb_add_cached(&q->node, &ent->queues, gpucg_queue_less);
+	return gpucg_entity_reboost(ent, now);
+}
+
+/*
+ * Sets @q's boost to the highest priority its links lend it (and what
  * waiters on its own engine lend it, for gpucg_hold()): the first of each
  * of its trees, in O(1). Re-sorts it, and passes a change on, within
- * @budget links. Boost lock held; takes @e's engine lock, with interrupts
- * off already. Return: whether @e's engine was holding work for this loan
+ * @budget links. Boost lock held; takes @q's engine lock, with interrupts
+ * off already. Return: whether @q's engine was holding work for this loan
  * (gpucg_loan_wait()).
  */
-static bool gpucg_boost_update(struct gpucg_entity *e, int *budget)
+static bool gpucg_boost_update(struct gpucg_queue *q, int *budget)
 {
-	struct gpucg_boost *best = gpucg_boost_first(&e->boosts_in);
-	struct gpucg_boost *near = gpucg_boost_first(&e->boosts_local);
-	int boost, local, hops, old;
+	struct gpucg_boost *best = gpucg_boost_first(&q->boosts_in);
+	struct gpucg_boost *near = gpucg_boost_first(&q->boosts_local);
+	int boost, local, hops;
 	bool changed, held = false;
-	u64 now;
 
 	lockdep_assert_held(&gpucg_boost_lock);
 	if (near && (!best || gpucg_boost_less(&near->to_node, &best->to_node)))
@@ -978,36 +1032,29 @@ static bool gpucg_boost_update(struct gpucg_entity *e, int *budget)
 	boost = best ? best->prio : GPUCG_KEY_NONE;
 	hops = best ? best->hops : 0;
 	local = near ? near->prio : GPUCG_KEY_NONE;
-	changed = boost != e->boost || hops != e->boost_hops;
-	if (!changed && local == e->boost_local)
+	changed = boost != q->boost || hops != q->boost_hops;
+	if (!changed && local == q->boost_local)
 		return false;
-	spin_lock(&e->engine->lock);
-	e->boost_local = local;
-	if (changed) {
-		now = gpucg_now();
-		old = e->boost;
-		e->boost = boost;
-		e->boost_hops = hops;
-		/* a loan came (not one of several that ended) */
-		if (e->await_ns && boost > old && boost > e->prio)
-			held = gpucg_entity_lent(e, now);
-		gpucg_entity_update(e, now);
-	}
-	spin_unlock(&e->engine->lock);
+	spin_lock(&q->engine->lock);
+	q->boost_local = local;
 	if (changed)
-		gpucg_boost_pass(e, budget);
+		held = gpucg_queue_reboost(q, boost, hops, gpucg_now());
+	spin_unlock(&q->engine->lock);
+	if (changed)
+		gpucg_boost_pass(q, budget);
 	return held;
 }
 
 /*
- * Takes @b off both its ends and unpins them. Boost lock held: the waiter
- * reads @b only under it (gpucg_boost_unlink()). O(log n) in the links
- * into its target, and what the target's new boost passes on.
+ * Takes @b off both its ends and unpins its waiter's entity. Boost lock
+ * held: the waiter reads @b only under it (gpucg_boost_unlink()). O(log n)
+ * in the links into its holder, and what the holder's new boost passes on.
  */
 static void gpucg_boost_detach(struct gpucg_boost *b)
 {
-	struct gpucg_entity *to = b->to, *from = b->from;
-	struct gpucg_engine *engine = to->engine;
+	struct gpucg_entity *from = b->from;
+	struct gpucg_engine *engine = b->engine;
+	struct gpucg_queue *to = b->to;
 	int budget = GPUCG_BOOST_BUDGET;
 
 	spin_lock(&engine->lock);
@@ -1016,11 +1063,12 @@ static void gpucg_boost_detach(struct gpucg_boost *b)
 	spin_unlock(&engine->lock);
 	rb_erase_cached(&b->to_node, gpucg_boost_tree(b));
 	list_del(&b->out_node);
+	list_del(&b->qout_node);
 	from->nr_boosts_out--;
 	b->to = NULL;
 	b->from = NULL;
+	b->waiter = NULL;
 	gpucg_boost_update(to, &budget);
-	gpucg_entity_unpin(to);
 	gpucg_entity_unpin(from);
 }
 
@@ -1107,6 +1155,33 @@ static void gpucg_boost_drop_engine(struct gpucg_engine *engine)
 }
 
 /*
+ * Drops every link into @q and out of it, GPUCG_EXPIRE_BATCH at a time:
+ * the queue goes.
+ */
+static void gpucg_boost_drop_queue(struct gpucg_queue *q)
+{
+	struct gpucg_boost *b;
+	unsigned long flags;
+	unsigned int n;
+
+	do {
+		gpucg_boost_lock_irqsave(&flags);
+		for (n = 0; n < GPUCG_EXPIRE_BATCH; n++) {
+			b = gpucg_boost_first(&q->boosts_in) ?:
+			    gpucg_boost_first(&q->boosts_local) ?:
+			    list_first_entry_or_null(&q->boosts_out,
+						     struct gpucg_boost,
+						     qout_node);
+			if (!b)
+				break;
+			gpucg_boost_step();
+			gpucg_boost_detach(b);
+		}
+		gpucg_boost_unlock_irqrestore(flags);
+	} while (b);
+}
+
+/*
  * Passes a change of @e's own priority on to every link of its waits,
  * GPUCG_EXPIRE_BATCH at a time with interrupts on in between; each has
  * GPUCG_BOOST_BUDGET links for what it passes on further.
@@ -1142,53 +1217,44 @@ static void gpucg_boost_refresh(struct gpucg_entity *e)
  * gpucg_boost_link() - lend a waiting queue's priority to the work it waits for
  * @b: the wait, zeroed or unlinked; linked to nothing if it was linked
  * @waiter: the queue whose next work waits
- * @engine: the engine of the job it waits for, which the caller knows to
- *	    be alive (its job is queued on it)
- * @client: that job's client; NULL (kernel work) links nothing
+ * @holder: the queue that holds the job it waits for; the caller keeps it
+ *	    from gpucg_queue_fini() during the call (which drops the links
+ *	    into it), and its engine is alive (its job is queued on it)
  * @done: says, under the core's locks and without sleeping, whether the
  *	  job has left its queue (gone to the hardware, or been cancelled):
  *	  nothing is linked if it has, and the engine's first pick after a
  *	  job started on it or a queue of it was synced drops the link
  *
- * Until gpucg_boost_unlink() or @done, the cgroup that owns @client now
- * runs its queues on @engine at least at @waiter's effective priority, or
- * at what is lent to @waiter in turn (see the top of this file). Nothing
- * is linked to the waiter's own cgroup on its own engine, nor to an engine
- * that does not schedule or is being destroyed, nor from a kernel queue (of
- * no client). A client whose owner moved
- * while its job was queued may have the job in its former cgroup, which
- * is then not lent anything.
+ * Until gpucg_boost_unlink() or @done, @holder runs, while it is ready, at
+ * least at @waiter's effective priority, or at what is lent to @waiter in
+ * turn (see the top of this file): its cgroup's other queues stay in
+ * their band. Nothing is linked to a queue of the waiter's own cgroup on
+ * its own engine, nor to an engine that does not schedule or is being
+ * destroyed, nor from a kernel queue (of no client) or to one.
  *
  * Context: process context, not under an engine's lock, where the drivers
  * of every engine reachable along the links allow their engines' locks to
- * be taken (drm_sched's: process context).
- * Return: true if @engine was holding work for this loan (the cgroup's
- * job was ready, its last job ran on loan, and the engine anticipated
- * this one: see the top of this file); the caller then has @engine pick
- * again.
+ * be taken (drm_sched's: process context); does not sleep.
+ * Return: true if @holder's engine was holding work for this loan (the
+ * cgroup's job was ready, its last job ran on loan, and the engine
+ * anticipated this one: see the top of this file); the caller then has
+ * that engine pick again.
  */
 bool gpucg_boost_link(struct gpucg_boost *b, struct gpucg_queue *waiter,
-		      struct gpucg_engine *engine, struct gpucg_client *client,
+		      struct gpucg_queue *holder,
 		      bool (*done)(struct gpucg_boost *b))
 {
-	struct gpucg_entity *from, *to = NULL;
+	struct gpucg_engine *engine = holder->engine;
 	int budget = GPUCG_BOOST_BUDGET;
+	struct gpucg_entity *from;
 	unsigned long flags;
-	struct gpucg *cg;
-	bool pinned, held;
+	bool held;
 
 	gpucg_boost_unlink(b);
-	if (!waiter->engine || !engine || !engine->schedules || !client)
+	if (!waiter->engine || !engine || !engine->schedules || !holder->client)
 		return false;
-	/* kernel work lends nothing */
+	/* kernel work lends nothing (kernel queues never move) */
 	if (waiter->ent == &waiter->engine->kernel)
-		return false;
-	rcu_read_lock();
-	cg = rcu_dereference(client->cg);
-	/* the client may drop its reference on @cg right now */
-	pinned = cg == &gpucg_root || css_tryget(&cg->css);
-	rcu_read_unlock();
-	if (!pinned)
 		return false;
 
 	/* the waiter's entity, pinned: its queue may move when it activates */
@@ -1198,31 +1264,34 @@ bool gpucg_boost_link(struct gpucg_boost *b, struct gpucg_queue *waiter,
 	spin_unlock_irqrestore(&waiter->engine->lock, flags);
 
 	gpucg_boost_lock_irqsave(&flags);
-	/* an engine's entities outlive it only until its destruction drops links */
-	if (!engine->dying && !waiter->engine->dying)
-		to = gpucg_entity_find(cg, engine);
-	/* a job that left its queue already lends nothing */
-	if (!to || to == from || done(b)) {
+	/*
+	 * An engine's entities outlive it only until its destruction drops
+	 * links; a job that left its queue already lends nothing.
+	 */
+	if (engine->dying || waiter->engine->dying ||
+	    READ_ONCE(holder->ent) == from || done(b)) {
 		gpucg_boost_unlock_irqrestore(flags);
-		if (cg != &gpucg_root)
-			css_put(&cg->css);
 		gpucg_entity_unpin(from);
 		return false;
 	}
 	b->from = from;
-	b->to = to;
+	b->waiter = waiter;
+	b->to = holder;
+	b->engine = engine;
+	b->local = waiter->engine == engine;
 	b->done = done;
 	b->prio = GPUCG_KEY_NONE;
 	b->hops = 0;
 	list_add_tail(&b->out_node, &from->boosts_out);
 	from->nr_boosts_out++;
+	list_add_tail(&b->qout_node, &waiter->boosts_out);
 	rb_add_cached(&b->to_node, gpucg_boost_tree(b), gpucg_boost_less);
 	gpucg_boost_carry(b);
 	spin_lock(&engine->lock);
 	list_add_tail(&b->in_node, &engine->boosts);
 	WRITE_ONCE(engine->nr_boosts, engine->nr_boosts + 1);
 	spin_unlock(&engine->lock);
-	held = gpucg_boost_update(to, &budget);
+	held = gpucg_boost_update(holder, &budget);
 	gpucg_boost_unlock_irqrestore(flags);
 	return held;
 }
@@ -1249,6 +1318,18 @@ void gpucg_boost_unlink(struct gpucg_boost *b)
 }
 EXPORT_SYMBOL_GPL(gpucg_boost_unlink);
 
+/* Clears @q: inactive, lent nothing, linked to nothing. */
+static void gpucg_queue_clear(struct gpucg_queue *q)
+{
+	memset(q, 0, sizeof(*q));
+	RB_CLEAR_NODE(&q->node);
+	q->boosts_in = RB_ROOT_CACHED;
+	q->boosts_local = RB_ROOT_CACHED;
+	INIT_LIST_HEAD(&q->boosts_out);
+	q->boost = GPUCG_KEY_NONE;
+	q->boost_local = GPUCG_KEY_NONE;
+}
+
 /*
  * Gives @ent of @cg its run queue, on a grouped engine: a queue of the
  * entity that stands for the cgroup, with no client and no reference of its
@@ -1264,8 +1345,7 @@ static int gpucg_group_alloc(struct gpucg_entity *ent, struct gpucg *cg)
 	q = engine->group_ops->alloc(engine->group_priv);
 	if (!q)
 		return -ENOMEM;
-	memset(q, 0, sizeof(*q));
-	RB_CLEAR_NODE(&q->node);
+	gpucg_queue_clear(q);
 	q->engine = engine;
 	q->ent = ent;
 	q->cg = cg;
@@ -1452,8 +1532,6 @@ void gpucg_sched_pool_free(struct gpucg_pool *pool)
 		spin_unlock_irqrestore(&ent->engine->lock, flags);
 		WARN_ON_ONCE(ent->active || ent->inflight ||
 			     !list_empty(&ent->boosts_out) ||
-			     !RB_EMPTY_ROOT(&ent->boosts_in.rb_root) ||
-			     !RB_EMPTY_ROOT(&ent->boosts_local.rb_root) ||
 			     !RB_EMPTY_ROOT(&ent->queues.rb_root) ||
 			     !RB_EMPTY_ROOT(&ent->children.rb_root));
 		list_del(&ent->engine_node);
@@ -1721,8 +1799,7 @@ int gpucg_queue_init(struct gpucg_queue *q, struct gpucg_engine *engine,
 	struct gpucg_entity *ent = NULL;
 	struct gpucg *cg = &gpucg_root;
 
-	memset(q, 0, sizeof(*q));
-	RB_CLEAR_NODE(&q->node);
+	gpucg_queue_clear(q);
 	if (!engine)
 		return 0;
 	if (client) {
@@ -1751,6 +1828,50 @@ int gpucg_queue_init(struct gpucg_queue *q, struct gpucg_engine *engine,
 }
 EXPORT_SYMBOL_GPL(gpucg_queue_init);
 
+/**
+ * gpucg_queue_init_lent() - set up a queue that runs only on loan
+ * @q: the queue, embedded in the driver's
+ * @engine: where it runs, a grouped engine; NULL makes every other call on
+ *	    @q a no-op
+ * @client: whose it is
+ *
+ * For a grouped engine, whose driver keeps a client's queue in its
+ * cgroup's run queue (gpucg_client_group()) and lets its own policy order
+ * it there: the same queue, seen by the core apart, so that a wait on its
+ * job can lift it alone (gpucg_boost_link()). It is active only while it
+ * is lent and its driver says it is ready (gpucg_queue_sync()); a pick
+ * that offers it lends its cgroup's band to nothing else. Its jobs start
+ * and are charged through its cgroup's run queue.
+ *
+ * Context: process context, may sleep.
+ * Return: 0 or -ENOMEM.
+ */
+int gpucg_queue_init_lent(struct gpucg_queue *q, struct gpucg_engine *engine,
+			  struct gpucg_client *client)
+{
+	int ret = gpucg_queue_init(q, engine, client, 0);
+
+	q->lent_only = true;
+	return ret;
+}
+EXPORT_SYMBOL_GPL(gpucg_queue_init_lent);
+
+/**
+ * gpucg_queue_lent() - whether a wait lends a queue a priority now
+ * @q: the queue
+ *
+ * A hint, without the core's locks: for a driver that tells the core of a
+ * queue that runs only on loan (gpucg_queue_init_lent()) only while it is
+ * lent, from a context where it cannot (a fence callback), and defers it.
+ *
+ * Context: any context.
+ */
+bool gpucg_queue_lent(const struct gpucg_queue *q)
+{
+	return READ_ONCE(q->boost) != GPUCG_KEY_NONE;
+}
+EXPORT_SYMBOL_GPL(gpucg_queue_lent);
+
 /*
  * Moves an inactive @q to the entity of its client's cgroup. If the entity
  * is missing (its allocation failed), the queue stays where it was.
@@ -1776,10 +1897,15 @@ static void gpucg_queue_bind(struct gpucg_queue *q)
 	rcu_read_unlock();
 }
 
-static void gpucg_queue_activate(struct gpucg_queue *q, u64 now)
+/*
+ * Activates @q. Return: whether a loan came with it that the engine was
+ * holding work for (a queue that runs on loan, ready).
+ */
+static bool gpucg_queue_activate(struct gpucg_queue *q, u64 now)
 {
 	struct gpucg_entity *ent;
 	struct gpucg_queue *first;
+	bool held;
 
 	gpucg_queue_bind(q);
 	ent = q->ent;
@@ -1794,9 +1920,9 @@ static void gpucg_queue_activate(struct gpucg_queue *q, u64 now)
 	q->ready_ns = now;
 	q->active = true;
 	rb_add_cached(&q->node, &ent->queues, gpucg_queue_less);
-	gpucg_entity_update(ent, now);
+	held = gpucg_entity_reboost(ent, now);
 	if (first)	/* its own queues were ready already */
-		return;
+		return held;
 	gpucg_unexpect(ent);
 	/*
 	 * Ready in its own band after a job that started on loan: await the
@@ -1812,6 +1938,7 @@ static void gpucg_queue_activate(struct gpucg_queue *q, u64 now)
 	if (gpucg_awaits_loan(ent) && gpucg_loan_wait(ent) &&
 	    !gpucg_listed_over(ent, now))
 		gpucg_expect(ent, now);
+	return held;
 }
 
 static void gpucg_queue_deactivate(struct gpucg_queue *q, u64 now)
@@ -1823,7 +1950,7 @@ static void gpucg_queue_deactivate(struct gpucg_queue *q, u64 now)
 	q->active = false;
 	/* its work may have left with its entity: gpucg_boost_expire() */
 	WRITE_ONCE(q->engine->boost_starts, q->engine->boost_starts + 1);
-	gpucg_entity_update(ent, now);
+	gpucg_entity_reboost(ent, now);
 	/*
 	 * None of its own queues ready, and no job started: it keeps the
 	 * loan it awaits, off the list until it is ready again.
@@ -1844,7 +1971,8 @@ static void gpucg_queue_deactivate(struct gpucg_queue *q, u64 now)
  * Call it after anything that can make the queue ready (new work, a fence
  * it waited on signalled) or not ready (its last work was taken). Because
  * @ready runs under the same lock as gpucg_queue_pick(), a wake-up cannot
- * be lost between the two.
+ * be lost between the two. A queue that runs only on loan
+ * (gpucg_queue_init_lent()) is active while it is ready and lent.
  *
  * Context: any context; @ready must not sleep.
  */
@@ -1861,6 +1989,10 @@ void gpucg_queue_sync(struct gpucg_queue *q,
 	/* work may have left the queue: gpucg_boost_expire() looks again */
 	WRITE_ONCE(engine->boost_starts, engine->boost_starts + 1);
 	r = ready(q);
+	if (q->lent_only) {
+		q->ready = r;
+		r = r && q->boost != GPUCG_KEY_NONE;
+	}
 	if (r && !q->active)
 		gpucg_queue_activate(q, gpucg_now());
 	else if (!r && q->active)
@@ -1884,6 +2016,8 @@ void gpucg_queue_fini(struct gpucg_queue *q)
 
 	if (!q->engine)
 		return;
+	/* no link holds it any more: the queue is inactive once they go */
+	gpucg_boost_drop_queue(q);
 	/* an inactive queue stays so: its driver no longer calls in */
 	if (READ_ONCE(q->active)) {
 		spin_lock_irqsave(&q->engine->lock, flags);
@@ -2122,30 +2256,32 @@ static bool gpucg_ring_deep(struct gpucg_engine *engine,
 }
 
 /*
- * Whether the engine is held for an entity expected back that beats @e:
- * until the entity's wait ends, unless a job of @e fits (gpucg_fits());
+ * Whether the engine is held, for an entity expected back, from work of
+ * @q, whose entity is @e below: until the expected entity's wait ends,
+ * if it beats @e, unless a job of @e fits (gpucg_fits());
  * then, while the entity is late, for as long as the engine has jobs in
  * flight (not yet charged), so that @e's work does not fill a ring ahead
  * of it. An entity the engine does not wait for (gpucg_expect_ns() is 0)
  * holds @e's work only while the jobs in flight are more than one job
  * ahead (gpucg_ring_deep()). An entity later than four of its cycles is
- * no longer expected, and one whose priority is no higher than what @e
+ * no longer expected, and one whose priority is no higher than what @q
  * is lent (gpucg_boost_link()) holds nothing for it: it may be the waiter
- * @e serves. An entity ready in its own band that awaits a loan holds the
+ * @q serves. An entity ready in its own band that awaits a loan holds the
  * work its loan would beat until gpucg_loan_wait() after it became ready.
  * Return: 0 to let @e's work run, else the time after which to pick
  * again, in ns from @now.
  */
-static u64 gpucg_hold(struct gpucg_engine *engine, struct gpucg_entity *e,
+static u64 gpucg_hold(struct gpucg_engine *engine, struct gpucg_queue *q,
 		      u64 now)
 {
 	/*
-	 * What @e is lent above its own band, or by a waiter on this engine
-	 * (which may be in its band, and expected): it serves a waiter of no
-	 * more. Its own jobs on another engine that wait on it lend it its
-	 * band, and that alone must not stop it being held.
+	 * What @q is lent above its cgroup's band, or by a waiter on this
+	 * engine (which may be in its band, and expected): it serves a waiter
+	 * of no more. Its cgroup's own jobs on another engine that wait on it
+	 * lend it its band, and that alone must not stop it being held.
 	 */
-	int lent = e->boost > e->prio ? e->boost : e->boost_local;
+	struct gpucg_entity *e = q->ent;
+	int lent = q->boost > e->prio ? q->boost : q->boost_local;
 	struct gpucg_entity *a, *tmp;
 	u64 until, wait, hold = U64_MAX;
 	bool deep;
@@ -2221,7 +2357,7 @@ gpucg_queue_pick(struct gpucg_engine *engine,
 	spin_lock_irqsave(&engine->lock, flags);
 	now = gpucg_now();
 	while ((q = gpucg_next(engine))) {
-		hold = gpucg_hold(engine, q->ent, now);
+		hold = gpucg_hold(engine, q, now);
 		if (hold) {
 			*retry_ns = hold;
 			q = NULL;
@@ -2234,6 +2370,7 @@ gpucg_queue_pick(struct gpucg_engine *engine,
 			q = NULL;
 			goto out;
 		case GPUCG_SKIP:
+			q->ready = false;
 			gpucg_queue_deactivate(q, now);
 			break;
 		}

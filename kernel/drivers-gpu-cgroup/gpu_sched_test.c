@@ -248,7 +248,7 @@ static void gpucg_test_kernel_jobs(struct kunit *test)
 	KUNIT_ASSERT_FALSE(test, list_empty(&engine->expected));
 	w->now += NSEC_PER_SEC;	/* both are long overdue */
 	spin_lock_irq(&engine->lock);
-	gpucg_hold(engine, ent, w->now);	/* drops the overdue */
+	gpucg_hold(engine, &user->q, w->now);	/* drops the overdue */
 	spin_unlock_irq(&engine->lock);
 	KUNIT_ASSERT_TRUE(test, list_empty(&engine->expected));
 	vtime = ent->vtime;
@@ -544,8 +544,8 @@ static struct gst_wait *gst_waits(struct kunit *test, unsigned int n, int low,
 	KUNIT_ASSERT_NOT_NULL(test, waits);
 	gst_sync(*signaller, true);
 	for (i = 0; i < n; i++)
-		gpucg_boost_link(&waits[i].b, &waiter->q, *target,
-				 (*signaller)->client, gst_wait_done);
+		gpucg_boost_link(&waits[i].b, &waiter->q, &(*signaller)->q,
+				 gst_wait_done);
 	return waits;
 }
 
@@ -666,17 +666,146 @@ static void gpucg_test_no_link_for_done_or_kernel(struct kunit *test)
 	KUNIT_ASSERT_NOT_NULL(test, w2);
 	w2[0].done = true;
 	gst_sync(signaller, true);
-	KUNIT_EXPECT_FALSE(test, gpucg_boost_link(&w2[0].b, &waiter->q, target,
-						  signaller->client, gst_wait_done));
+	KUNIT_EXPECT_FALSE(test, gpucg_boost_link(&w2[0].b, &waiter->q,
+						  &signaller->q, gst_wait_done));
 	KUNIT_EXPECT_NULL(test, w2[0].b.to);
-	KUNIT_EXPECT_FALSE(test, gpucg_boost_link(&w2[1].b, &kern->q, target,
-						  signaller->client, gst_wait_done));
+	KUNIT_EXPECT_FALSE(test, gpucg_boost_link(&w2[1].b, &kern->q,
+						  &signaller->q, gst_wait_done));
 	KUNIT_EXPECT_NULL(test, w2[1].b.to);
 	KUNIT_EXPECT_EQ(test, target->nr_boosts, 0U);
 	KUNIT_EXPECT_EQ(test, ent->boost, GPUCG_KEY_NONE);
 	/* so that a failure leaves nothing linked to the test's memory */
 	gpucg_boost_unlink(&w2[0].b);
 	gpucg_boost_unlink(&w2[1].b);
+}
+
+/*
+ * Promise 1: a loan lifts the queue that holds the job waited for, and
+ * only while that queue is ready. A cgroup at -100 keeps a deep queue
+ * ready and holds, in another queue, the job that a waiter at 100 on
+ * another engine waits for; that job waits on something of its own (a
+ * long job elsewhere, a fence nobody can lend to), and a cgroup at 0
+ * keeps the engine busy. While the job cannot run, the cgroup at 0 gets
+ * the whole engine (a loan to the whole cgroup gave it all to the deep
+ * queue); once it can, it runs next, and the deep queue stays below 0.
+ */
+static void gpucg_test_loan_lifts_only_its_holder(struct kunit *test)
+{
+	struct gst *w = test->priv;
+	struct gpucg *low = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, -100);
+	struct gpucg *mid = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 0);
+	struct gpucg *high = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 100);
+	struct gpucg_engine *engine = gst_engine(w), *other = gst_engine(w);
+	struct gst_queue *holder = gst_queue(w, engine, low);
+	struct gst_queue *waiter = gst_queue(w, other, high);
+	struct gst_client c[2] = {
+		{ .tq = gst_queue(w, engine, low), .job_ns = 2 * NSEC_PER_MSEC,
+		  .deep = true },
+		{ .tq = gst_queue(w, engine, mid), .job_ns = 2 * NSEC_PER_MSEC,
+		  .deep = true },
+	};
+	struct gst_wait *wait = kunit_kzalloc(test, sizeof(*wait), GFP_KERNEL);
+	u64 all = NSEC_PER_SEC, retry;
+	struct gst_figures f;
+	struct gpucg_queue *q;
+
+	KUNIT_ASSERT_NOT_NULL(test, wait);
+	gpucg_boost_link(&wait->b, &waiter->q, &holder->q, gst_wait_done);
+	KUNIT_EXPECT_EQ(test, holder->q.boost, 100);
+	gst_run(w, engine, c, 2, all, &f);
+	kunit_info(test, "while the job waited for cannot run: the cgroup at 0 %llu%%, the deep queue at -100 %llu%%\n",
+		   c[1].busy_ns * 100 / all, c[0].busy_ns * 100 / all);
+	KUNIT_EXPECT_EQ(test, c[1].busy_ns, all);
+	KUNIT_EXPECT_EQ(test, c[0].busy_ns, 0ULL);
+
+	/* it can run: it goes first, at 100 */
+	gst_sync(holder, true);
+	KUNIT_EXPECT_EQ(test, gpucg_entity_find(low, engine)->boost, 100);
+	q = gpucg_queue_pick(engine, gst_take, NULL, &retry);
+	KUNIT_EXPECT_PTR_EQ(test, q, &holder->q);
+	gst_job(w, holder, 2 * NSEC_PER_MSEC);
+	wait->done = true;
+	/* its next job, and the deep queue, are back below 0 */
+	gst_sync(holder, true);
+	q = gpucg_queue_pick(engine, gst_take, NULL, &retry);
+	KUNIT_EXPECT_PTR_EQ(test, q, &c[1].tq->q);
+	KUNIT_EXPECT_EQ(test, holder->q.boost, GPUCG_KEY_NONE);
+	gpucg_boost_unlink(&wait->b);
+}
+
+/*
+ * A queue that runs only on loan (a grouped engine's view of one client's
+ * queue in its cgroup's run queue) is active while it is lent and ready,
+ * and a pick offers it first; unlent, it is never offered, ready or not.
+ */
+static void gpucg_test_lent_queue(struct kunit *test)
+{
+	struct gst *w = test->priv;
+	struct gpucg *low = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, -100);
+	struct gpucg *mid = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 0);
+	struct gpucg *high = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 100);
+	struct gpucg_engine *engine = gst_engine(w), *other = gst_engine(w);
+	struct gst_queue *group = gst_queue(w, engine, low);
+	struct gst_queue *busy = gst_queue(w, engine, mid);
+	struct gst_queue *waiter = gst_queue(w, other, high);
+	struct gst_queue *lent = gst_queue(w, engine, NULL);
+	struct gst_wait *wait = kunit_kzalloc(test, sizeof(*wait), GFP_KERNEL);
+	struct gpucg_queue *q;
+	u64 retry;
+
+	KUNIT_ASSERT_NOT_NULL(test, wait);
+	/* the test's kernel queue made again as a lent one of @low's client */
+	gpucg_queue_fini(&lent->q);
+	lent->client = gpucg_client_new(w->dev, low);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, lent->client);
+	KUNIT_ASSERT_EQ(test, gpucg_queue_init_lent(&lent->q, engine,
+						    lent->client), 0);
+	gst_sync(group, true);
+	gst_sync(busy, true);
+	gst_sync(lent, true);
+	KUNIT_EXPECT_FALSE(test, lent->q.active);
+	q = gpucg_queue_pick(engine, gst_take, NULL, &retry);
+	KUNIT_EXPECT_PTR_EQ(test, q, &busy->q);
+	gpucg_boost_link(&wait->b, &waiter->q, &lent->q, gst_wait_done);
+	KUNIT_EXPECT_TRUE(test, lent->q.active);
+	q = gpucg_queue_pick(engine, gst_take, NULL, &retry);
+	KUNIT_EXPECT_PTR_EQ(test, q, &lent->q);
+	/* not ready: the pick skips it, and the cgroup is back at -100 */
+	lent->ready = false;
+	q = gpucg_queue_pick(engine, gst_take, NULL, &retry);
+	KUNIT_EXPECT_PTR_EQ(test, q, &busy->q);
+	KUNIT_EXPECT_FALSE(test, lent->q.active);
+	gst_sync(lent, true);
+	KUNIT_EXPECT_TRUE(test, lent->q.active);
+	gpucg_boost_unlink(&wait->b);
+	KUNIT_EXPECT_FALSE(test, lent->q.active);
+	q = gpucg_queue_pick(engine, gst_take, NULL, &retry);
+	KUNIT_EXPECT_PTR_EQ(test, q, &busy->q);
+}
+
+/*
+ * A queue that goes drops the links into it and out of it: nothing of the
+ * loan is left on the engine, and nothing points at the queue.
+ */
+static void gpucg_test_queue_fini_drops_links(struct kunit *test)
+{
+	struct gpucg_entity *ent, *from;
+	struct gpucg_engine *target;
+	struct gst_queue *signaller;
+	struct gst_wait *waits;
+	unsigned int i, linked = 0;
+
+	waits = gst_waits(test, 100, -100, &target, &signaller, &ent, &from);
+	KUNIT_EXPECT_EQ(test, ent->boost, 100);
+	gpucg_boost_steps_max = 0;
+	gpucg_queue_fini(&signaller->q);
+	KUNIT_EXPECT_LE(test, gpucg_boost_steps_max, GPUCG_EXPIRE_BATCH);
+	for (i = 0; i < 100; i++)
+		linked += !!waits[i].b.to;
+	KUNIT_EXPECT_EQ(test, linked, 0U);
+	KUNIT_EXPECT_EQ(test, target->nr_boosts, 0U);
+	KUNIT_EXPECT_EQ(test, from->nr_boosts_out, 0U);
+	KUNIT_EXPECT_EQ(test, ent->boost, GPUCG_KEY_NONE);
 }
 
 static struct kunit_case gpucg_sched_cases[] = {
@@ -689,6 +818,9 @@ static struct kunit_case gpucg_sched_cases[] = {
 	KUNIT_CASE(gpucg_test_priority_change_reaches_every_link),
 	KUNIT_CASE(gpucg_test_destroy_many_links),
 	KUNIT_CASE(gpucg_test_no_link_for_done_or_kernel),
+	KUNIT_CASE(gpucg_test_loan_lifts_only_its_holder),
+	KUNIT_CASE(gpucg_test_lent_queue),
+	KUNIT_CASE(gpucg_test_queue_fini_drops_links),
 	KUNIT_CASE(gpucg_test_deterministic),
 	{}
 };

@@ -252,6 +252,41 @@ def test_a_capped_waiter_lends_no_more_than_its_cap(cgroup, simgpu_nodes):
         f"the band at 50 ran {busy:.0%} of the engine, {alone:.0%} before the waiter waited"
 
 
+LONG_JOB_NS = 4_000_000_000
+
+
+def test_a_loan_lifts_only_the_client_that_holds_the_job(bands, simgpu_nodes):
+    """Only the work waited for rises. The signaller's cgroup at -100 keeps
+    a deep filler queued on the engine and holds, in another client, the
+    job J that the waiter at 100 waits for; J waits itself on a 4 s job of
+    its own cgroup on another device, already running (a fence nothing can
+    be lent to). While J cannot run, the cgroup at 0 that saturates the
+    engine keeps it and the filler stays below it (a loan to the whole
+    cgroup gave the filler all of the engine and the band at 0 nothing);
+    once J can run, it runs at 100 and the waiter's job completes."""
+    node, other = simgpu_nodes[0], simgpu_nodes[1]
+    low, middle, dev = bands["low"], bands["middle"], devt(node)
+    with joined(bands["high"]), SimGpu(node) as gpu:
+        long_link, long_signaler = linked_signaler(gpu, other, low.path, LONG_JOB_NS)
+        long_fd = gpu.syncobj_export(long_link)
+        try:
+            link, holder = linked_signaler(gpu, node, low.path, LINK_JOB_NS, wait_fd=long_fd)
+        finally:
+            os.close(long_fd)
+        with running(long_signaler, holder), \
+                running(Load(node, low.path, LOAD_JOB_NS), Load(node, middle.path, LOAD_JOB_NS)):
+            time.sleep(0.3)
+            long_signaler.submit()
+            holder.submit()
+            seqno = gpu.submit(LINK_JOB_NS, wait_for=link)
+            time.sleep(0.3)
+            low_busy, middle_busy = busy_fractions([low, middle], dev, WINDOW_S)
+            gpu.wait(seqno, timeout_ns=10 * 10**9)
+    assert low_busy <= 0.1 * middle_busy, \
+        f"while the job waited for could not run, the band at 0 ran {middle_busy:.0%} of " \
+        f"the engine and the filler at -100 {low_busy:.0%} (a loan lifted the whole cgroup)"
+
+
 def test_a_killed_signaler_leaves_no_loan_behind(bands, simgpu_nodes):
     """The signaller queues a second of work whose last job the waiter
     waits for and is killed while it is queued: the waiter's job completes

@@ -39,12 +39,20 @@
  *
  * An entity whose next job waits on a fence of a client's job that is
  * still queued on a scheduler that orders cgroups, in another cgroup or on
- * another scheduler, lends the priority of its cgroup to that client's
- * cgroup on that scheduler, which may be another engine or device
- * (drm_sched_entity_gpucg_wait(), priority inheritance in
- * kernel/cgroup/gpu_sched.c): from the pop that finds the dependency until
- * that scheduler's first selection after the job was handed to the
- * hardware, or until the entity pops again or goes away. A job pushed to
+ * another scheduler, lends the priority of its cgroup (or what is lent to
+ * it in turn) to the entity that holds that job, on that scheduler, which
+ * may be another engine or device (drm_sched_entity_gpucg_wait(), priority
+ * inheritance in kernel/cgroup/gpu_sched.c): from the pop that finds the
+ * dependency until that scheduler's first selection after the job was
+ * handed to the hardware, or until the entity pops again or goes away.
+ * The entity that holds the job rises alone, and only while it is ready:
+ * besides its place in its cgroup's run queue, each entity with a client
+ * is a queue of the controller that runs only on loan
+ * (gpucg_queue_init_lent()), which a selection in the lent band takes
+ * directly, and its cgroup's other entities stay in their band. The
+ * entities that can be lent to are found by the context of their fences,
+ * in an xarray whose lock makes a loan and the entity's teardown exclude
+ * each other. A job pushed to
  * an empty queue is its entity's next job from its push on, and lends from
  * then (drm_sched_entity_gpucg_pushed()) to its first dependency in
  * another cgroup, or else in its own on another scheduler
@@ -68,7 +76,8 @@
  * other devices' included: from a push, a pop or a selection, from entity
  * teardown and from a write of gpu.priority, all in process context; its
  * own lock nests outside engine locks and is taken with no scheduler lock
- * held.
+ * held. A loan is made under the lock of the xarray of entities, which
+ * nests outside both.
  */
 
 #include <linux/bitops.h>
@@ -77,6 +86,8 @@
 #include <linux/llist.h>
 #include <linux/mutex.h>
 #include <linux/slab.h>
+#include <linux/workqueue.h>
+#include <linux/xarray.h>
 
 #include <drm/drm_file.h>
 #include <drm/gpu_scheduler.h>
@@ -257,11 +268,44 @@ struct drm_sched_gpucg_pick {
 	struct drm_sched_entity *entity;
 };
 
+/*
+ * Takes the entity of a queue that runs only on loan, if it is ready in a
+ * run queue of @pick's scheduler: under that run queue's lock, as
+ * drm_sched_rq_select_entity() would find it there (entity teardown
+ * removes it from there first).
+ */
+static enum gpucg_take drm_sched_gpucg_take_lent(struct drm_sched_gpucg_pick *pick,
+						 struct drm_sched_entity *entity)
+{
+	struct drm_sched_rq *rq = READ_ONCE(entity->rq);
+	enum gpucg_take ret = GPUCG_SKIP;
+
+	if (!rq || rq->sched != pick->sched)
+		return GPUCG_SKIP;
+	spin_lock(&rq->lock);
+	if (READ_ONCE(entity->rq) == rq &&
+	    !RB_EMPTY_NODE(&entity->rb_tree_node) &&
+	    drm_sched_entity_is_ready(entity)) {
+		if (drm_sched_can_queue(pick->sched, entity)) {
+			reinit_completion(&entity->entity_idle);
+			pick->entity = entity;
+			ret = GPUCG_TAKE;
+		} else {
+			ret = GPUCG_HOLD;
+		}
+	}
+	spin_unlock(&rq->lock);
+	return ret;
+}
+
 static enum gpucg_take drm_sched_gpucg_take(struct gpucg_queue *q, void *arg)
 {
 	struct drm_sched_gpucg_pick *pick = arg;
 	struct drm_sched_entity *entity;
 
+	if (gpucg_queue_is_lent_only(q))
+		return drm_sched_gpucg_take_lent(pick,
+				container_of(q, struct drm_sched_entity, gpucg));
 	entity = drm_sched_rq_select_entity(pick->sched, &to_gpucg_rq(q)->rq);
 	if (IS_ERR(entity))	/* ready, but the credits are not there yet */
 		return GPUCG_HOLD;
@@ -277,7 +321,8 @@ static enum gpucg_take drm_sched_gpucg_take(struct gpucg_queue *q, void *arg)
  * @sched: a scheduler for which drm_sched_gpucg_grouped() holds
  *
  * The entities without a client, in the scheduler's own run queues, go
- * first; then the cgroups' run queues in the controller's order.
+ * first; then the cgroups' run queues in the controller's order, and the
+ * entities lent a priority (whose jobs others wait for) in the band lent.
  *
  * Context: the run-job work.
  * Return: the entity, or NULL if none is ready or may run now (the
@@ -315,6 +360,43 @@ drm_sched_gpucg_select_entity(struct drm_gpu_scheduler *sched)
 /* Serializes the setup of entities: the first job of an entity */
 static DEFINE_MUTEX(drm_sched_gpucg_mutex);
 
+/*
+ * The entities with a client on schedulers that order cgroups, by their
+ * fence context (checked on lookup: an index is an unsigned long), so that
+ * a wait on a job's fence finds the entity that holds the job. Its lock
+ * is held across a loan's making, and an entity leaves before its queue
+ * of the controller goes (drm_sched_entity_gpucg_fini()).
+ */
+static DEFINE_XARRAY(drm_sched_gpucg_entities);
+
+static bool drm_sched_gpucg_entity_ready(struct gpucg_queue *q)
+{
+	return drm_sched_entity_is_ready(container_of(q, struct drm_sched_entity,
+						      gpucg));
+}
+
+/*
+ * Tells the controller whether @entity is ready, for its queue that runs
+ * only on loan. Process context; under the entity's lock or not.
+ */
+static void drm_sched_entity_gpucg_lent_sync(struct drm_sched_entity *entity)
+{
+	if (entity->gpucg_ready && entity->gpucg_client)
+		gpucg_queue_sync(&entity->gpucg, drm_sched_gpucg_entity_ready);
+}
+
+/* The entity's dependency signalled while it was lent a priority. */
+static void drm_sched_entity_gpucg_lent_work(struct work_struct *work)
+{
+	struct drm_sched_entity *entity =
+		container_of(work, struct drm_sched_entity, gpucg_lent_work);
+	struct drm_sched_rq *rq = READ_ONCE(entity->rq);
+
+	drm_sched_entity_gpucg_lent_sync(entity);
+	if (rq)
+		drm_sched_wakeup(rq->sched);
+}
+
 /* Binds @entity to @client (NULL: the kernel's), under the mutex. */
 static int drm_sched_entity_gpucg_bind_locked(struct drm_sched_entity *entity,
 					      struct gpucg_client *client)
@@ -325,10 +407,25 @@ static int drm_sched_entity_gpucg_bind_locked(struct drm_sched_entity *entity,
 	lockdep_assert_held(&drm_sched_gpucg_mutex);
 	if (entity->gpucg_ready)
 		return 0;
-	if (drm_sched_gpucg_grouped(sched))
+	if (drm_sched_gpucg_grouped(sched)) {
+		INIT_WORK(&entity->gpucg_lent_work,
+			  drm_sched_entity_gpucg_lent_work);
 		entity->gpucg_client = gpucg_client_tryget(client);
-	else
+		/*
+		 * Without memory for either, the entity runs in its cgroup's
+		 * run queue all the same: a wait on its job lends it nothing,
+		 * as one whose index a later entity took (a fence context
+		 * that wrapped an unsigned long).
+		 */
+		if (entity->gpucg_client &&
+		    !gpucg_queue_init_lent(&entity->gpucg, sched->gpucg,
+					   entity->gpucg_client))
+			xa_store(&drm_sched_gpucg_entities,
+				 (unsigned long)entity->fence_context, entity,
+				 GFP_KERNEL);
+	} else {
 		ret = gpucg_queue_init(&entity->gpucg, sched->gpucg, client, 0);
+	}
 	if (!ret) {
 		/* publish the binding to drm_sched_entity_gpucg_init() */
 		smp_store_release(&entity->gpucg_ready, true);
@@ -531,6 +628,7 @@ bool drm_sched_gpucg_visit_rqs(struct drm_gpu_scheduler *sched,
 void drm_sched_entity_gpucg_added(struct drm_sched_entity *entity)
 {
 	drm_sched_gpucg_rq_sync(entity->rq);
+	drm_sched_entity_gpucg_lent_sync(entity);
 }
 
 /**
@@ -538,11 +636,15 @@ void drm_sched_entity_gpucg_added(struct drm_sched_entity *entity)
  * @entity: the entity, which may be moving to another run queue right now
  *	    (drm_sched_entity_gpucg_follow(), which then syncs that one)
  *
+ * An entity lent a priority tells the controller from a work item on the
+ * scheduler's submission workqueue, queued before the scheduler's wake-up.
+ *
  * Context: any context (a fence callback).
  */
 void drm_sched_entity_gpucg_woken(struct drm_sched_entity *entity)
 {
 	struct drm_sched_gpucg_rq *grq;
+	struct drm_sched_rq *rq;
 
 	/* a run queue the entity just left stays until a grace period */
 	rcu_read_lock();
@@ -555,6 +657,10 @@ void drm_sched_entity_gpucg_woken(struct drm_sched_entity *entity)
 			clear_bit(DRM_SCHED_GPUCG_WOKEN, &grq->flags);
 	}
 	rcu_read_unlock();
+	/* set up before the entity's first job, whose dependency this was */
+	rq = READ_ONCE(entity->rq);
+	if (grq && entity->gpucg_client && gpucg_queue_lent(&entity->gpucg))
+		queue_work(rq->sched->submit_wq, &entity->gpucg_lent_work);
 }
 
 /**
@@ -566,6 +672,7 @@ void drm_sched_entity_gpucg_woken(struct drm_sched_entity *entity)
 void drm_sched_entity_gpucg_removed(struct drm_sched_entity *entity)
 {
 	drm_sched_gpucg_rq_sync(entity->rq);
+	drm_sched_entity_gpucg_lent_sync(entity);
 }
 
 /* Whether the job @b waits for has left its queue. Any context. */
@@ -604,50 +711,43 @@ static struct drm_sched_fence *drm_sched_gpucg_lendable(struct dma_fence *fence)
 }
 
 /*
- * Lends @entity's priority through @w to the job of @fence, if it is a
- * client's job still in its queue and not in @entity's own cgroup on its
- * own scheduler (the core links nothing there); @w then holds the job's
- * scheduled fence, and the job's scheduler picks again if it was holding
- * work for the loan. Process context.
+ * Lends @entity's priority through @w to the entity that holds the job of
+ * @fence, if it is a client's job still in its queue, and not in @entity's
+ * own cgroup on its own scheduler (the core links nothing there); @w then
+ * holds the job's scheduled fence, and the job's scheduler picks again:
+ * the entity that holds the job may be ready, and lent a band it was
+ * holding work for. Process context.
  */
 static void drm_sched_gpucg_lend(struct drm_sched_entity *entity,
 				 struct drm_sched_gpucg_wait *w,
 				 struct dma_fence *fence)
 {
 	struct drm_sched_fence *s_fence = drm_sched_gpucg_lendable(fence);
-	struct drm_sched_gpucg_rq *grq;
-	struct gpucg_client *client;
+	struct drm_sched_entity *holder;
+	u64 context;
 
 	drm_sched_gpucg_unlend(w);
-	if (!s_fence)
+	if (!s_fence || !entity->gpucg_client)
 		return;
-	/*
-	 * The submitter may move the entity to another run queue right now
-	 * (drm_sched_entity_gpucg_follow()): the one it leaves stays until a
-	 * grace period, and is pinned here for the link's making.
-	 */
-	rcu_read_lock();
-	grq = drm_sched_gpucg_rq_of(READ_ONCE(entity->rq));
-	if (grq && !gpucg_group_tryget(&grq->q))
-		grq = NULL;
-	rcu_read_unlock();
-	if (!grq)
-		return;
-	client = drm_file_gpucg_client(s_fence->drm_client_id);
-	if (client) {
-		w->fence = dma_fence_get(&s_fence->scheduled);
-		/*
-		 * A job not yet handed to the hardware still has its
-		 * scheduler as long as its driver tears entities down
-		 * before their scheduler, as drm_sched_fini() and the
-		 * scheduler's own fence callbacks assume.
-		 */
-		if (gpucg_boost_link(&w->boost, &grq->q, s_fence->sched->gpucg,
-				     client, drm_sched_gpucg_wait_done))
-			drm_sched_wakeup(s_fence->sched);
-		gpucg_client_put(client);
+	context = s_fence->scheduled.context;
+	w->fence = dma_fence_get(&s_fence->scheduled);
+	/* the holder cannot leave the xarray, nor its queue go, meanwhile */
+	xa_lock(&drm_sched_gpucg_entities);
+	holder = xa_load(&drm_sched_gpucg_entities, (unsigned long)context);
+	if (holder && holder->fence_context == context) {
+		gpucg_boost_link(&w->boost, &entity->gpucg, &holder->gpucg,
+				 drm_sched_gpucg_wait_done);
+		/* the core knows whether it is ready only while it is lent */
+		gpucg_queue_sync(&holder->gpucg, drm_sched_gpucg_entity_ready);
 	}
-	gpucg_group_put(&grq->q);
+	xa_unlock(&drm_sched_gpucg_entities);
+	/*
+	 * A job not yet handed to the hardware still has its scheduler as
+	 * long as its driver tears entities down before their scheduler, as
+	 * drm_sched_fini() and the scheduler's own fence callbacks assume.
+	 */
+	if (holder)
+		drm_sched_wakeup(s_fence->sched);
 }
 
 /**
@@ -658,11 +758,12 @@ static void drm_sched_gpucg_lend(struct drm_sched_entity *entity,
  *
  * If @fence is a scheduler fence of a client's job that is still in its
  * entity's queue, on a scheduler that orders cgroups, and in another cgroup
- * than @entity's or on another scheduler, that client's cgroup runs its
- * run queue there at least at the effective gpu.priority of @entity's
- * cgroup, or at what is lent to that in turn, until the job is handed to
- * the hardware or @entity stops waiting (drm_sched_entity_gpucg_unwait()).
- * Entities without a client, which go first, lend nothing.
+ * than @entity's or on another scheduler, that entity runs there, while it
+ * is ready, at least at the effective gpu.priority of @entity's cgroup, or
+ * at what is lent to @entity in turn, until the job is handed to the
+ * hardware or @entity stops waiting (drm_sched_entity_gpucg_unwait()).
+ * Entities without a client, which go first, lend nothing. @entity itself
+ * is not ready now: if it is lent, the controller learns that here.
  *
  * Context: process context: drm_sched_entity_pop_job().
  */
@@ -670,6 +771,7 @@ void drm_sched_entity_gpucg_wait(struct drm_sched_entity *entity,
 				 struct dma_fence *fence)
 {
 	drm_sched_gpucg_lend(entity, &entity->gpucg_wait, fence);
+	drm_sched_entity_gpucg_lent_sync(entity);
 }
 
 /**
@@ -783,6 +885,12 @@ void drm_sched_entity_gpucg_fini(struct drm_sched_entity *entity)
 	drm_sched_gpucg_unlend(&entity->gpucg_head);
 	if (!entity->gpucg_ready)
 		return;
+	if (entity->gpucg_client) {
+		/* no loan finds it after this; the queue's end drops those made */
+		xa_cmpxchg(&drm_sched_gpucg_entities,
+			   (unsigned long)entity->fence_context, entity, NULL, 0);
+		cancel_work_sync(&entity->gpucg_lent_work);
+	}
 	gpucg_queue_fini(&entity->gpucg);
 	if (entity->rq)
 		drm_sched_gpucg_rq_put(entity->rq);
@@ -806,6 +914,8 @@ void drm_sched_job_gpucg_start(struct drm_sched_job *job,
 
 	if (grq) {
 		gpucg_queue_start(&grq->q, &job->gpucg);
+		/* lent or not, the entity may be empty or blocked now */
+		drm_sched_entity_gpucg_lent_sync(entity);
 		/*
 		 * Inactive once its last entity is empty. Entities leave the
 		 * tree only here, in the run-job work, and where they sync
@@ -828,8 +938,9 @@ void drm_sched_job_gpucg_start(struct drm_sched_job *job,
  * @entity: the entity, idle, under its lock
  * @sched: its new scheduler
  *
- * Under FIFO and RR its queue, which charges its jobs' GPU time, moves
- * with it (under the fair policy its run queue is already the right one).
+ * Its queue of the controller moves with it: under FIFO and RR the one
+ * that charges its jobs' GPU time, under the fair policy the one that runs
+ * only on loan (its run queue is already the right one).
  *
  * Context: any context.
  */
