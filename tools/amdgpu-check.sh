@@ -16,7 +16,8 @@
 # screen, Debian package glmark2-es2-drm); it must keep the GPU busy. ROCm
 # (HIP, OpenCL on amdkfd) is no load for this check: its compute queues do
 # not go through drm_sched, so the controller neither charges nor orders
-# them. On Linux 7.x boot with gpu_sched.sched_policy=2.
+# them. On Linux 7.x drm_sched's RR policy (gpu_sched.sched_policy=0) orders
+# nothing by cgroup.
 set -euo pipefail
 # shellcheck source=tools/drm-check.sh
 . "$(dirname "$0")/drm-check.sh"

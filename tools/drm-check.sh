@@ -17,7 +17,7 @@
 # The load is $LOAD, run through sh -c (default: glmark2-es2-drm off
 # screen, Debian package glmark2-es2-drm, which runs on any Mesa driver);
 # it must keep the GPU busy. On Linux 7.x drm_sched follows the weights
-# only under its fair policy (gpu_sched.sched_policy=2): said if not.
+# under its FIFO (default) and fair policies, not RR: said if not.
 set -euo pipefail
 # EPOCHREALTIME and awk read numbers with a decimal point
 export LC_ALL=C
@@ -214,8 +214,8 @@ run_loads() {
 	echo "device $DEVT ($(basename "$NODE"), $DRIVER), $MODE, ${SECONDS_RUN}s of: $LOAD"
 	echo "sched=$(stat_key a sched)${policy:+ (gpu_sched.sched_policy=$policy)}"
 	if [ "$(stat_key a sched)" != 1 ]; then
-		if [ -n "$policy" ] && [ "$policy" != 2 ]; then
-			echo "note: the knobs need drm_sched's fair policy here: boot with gpu_sched.sched_policy=2"
+		if [ "$policy" = 0 ]; then
+			echo "note: the knobs need drm_sched's FIFO or fair policy, not RR: boot without gpu_sched.sched_policy=0"
 		else
 			echo "note: $DRIVER's scheduler does not follow the controller: only GPU time is charged"
 		fi

@@ -78,9 +78,8 @@ run_suites() {
 
 # Upstream's drm_sched suites but drm_sched_scheduler_overhead_tests, whose
 # jobs time out on virtual time (it times the scheduler's own overhead in
-# wall-clock time, which time-travel does not have); under the fair policy,
-# the cgroup suite too (the cgroup order extends that policy: under FIFO
-# the suite skips).
+# wall-clock time, which time-travel does not have); and the cgroup suite,
+# under both policies (the cgroup order extends each).
 DRM_SCHED_SUITES=(
 	'drm_sched_basic*' 'drm_sched_concurrent*'
 	'drm_sched_scheduler_two_clients*' 'drm_sched_scheduler_many_clients*'
@@ -89,7 +88,7 @@ DRM_SCHED_SUITES=(
 cmd_run() {
 	run_suites 7.3 core 1 'gpu_cgroup_sched*'
 	run_suites 6.12 core 1 'gpu_cgroup_sched*'
-	run_suites 7.3 fifo 1 "${DRM_SCHED_SUITES[@]}"
+	run_suites 7.3 fifo 1 "${DRM_SCHED_SUITES[@]}" 'drm_sched_cgroup*'
 	run_suites 7.3 fair 2 "${DRM_SCHED_SUITES[@]}" 'drm_sched_cgroup*'
 }
 

@@ -70,9 +70,11 @@ struct gpucg_queue {
 	int			boost;
 	int			boost_hops;
 	int			boost_local;
+	int			lift;
 	bool			active;
 	bool			lent_only;
 	bool			ready;
+	bool			linked;
 };
 
 /**
@@ -153,6 +155,17 @@ struct gpucg_group_ops {
 static inline bool gpucg_queue_is_lent_only(const struct gpucg_queue *q)
 {
 	return q->lent_only;
+}
+
+/**
+ * gpucg_queue_was_linked() - whether a wait was ever linked to or from a queue
+ * @q: the queue, which its driver no longer links
+ *
+ * Return: true once gpucg_boost_link() has linked @q, either end.
+ */
+static inline bool gpucg_queue_was_linked(const struct gpucg_queue *q)
+{
+	return READ_ONCE(q->linked);
 }
 
 struct lock_class_key;

@@ -146,15 +146,20 @@
  * links it did not reach as they were until the next change along them
  * or the end of the waits. A change of a cgroup's own gpu.priority
  * reaches every link of its waits (gpucg_boost_refresh()), each with a
- * budget of its own for what it passes on. An entity on loan is not held for an expected
- * entity whose priority is no higher than the loan (the waiter may be that
- * entity), nor, when a waiter on its own engine lends it its own band, for
- * one of that band; the same cgroup's jobs on another engine that wait on
- * it (a bin job's render job) lend it its band and change nothing. The
- * links into an entity are kept in order of what they lend (a tree, and
- * one of those from waiters on its own engine), so that making, dropping
- * or changing one costs O(log n) in the links into its queue, however
- * many waiters a client makes.
+ * budget of its own for what it passes on. A queue on loan is not held
+ * for an expected entity whose priority is no higher than the loan (the
+ * waiter may be that entity), nor, when a waiter on its own engine lends
+ * it its own band, for one of that band. A loan no higher than the
+ * cgroup's own band lifts nothing and reorders nothing: the same cgroup's
+ * jobs on another engine that wait on a queue (a bin job's render job)
+ * lend it its band and change nothing, so with no cgroup configured the
+ * driver's order is untouched. Whether a loan lifts is decided when the
+ * queue is sorted in (it is at every job it starts), so a change of the
+ * cgroup's priority reorders its queues within a job. The links into a
+ * queue are kept in order of what they lend (a tree, and one of those
+ * from waiters on its own engine), so that making, dropping or changing
+ * one costs O(log n) in the links into its queue, however many waiters a
+ * client makes.
  *
  * A loan comes only once the waiter's job is queued, after the signaller's:
  * in between, the signaller's job sits in its own band, and work of a band
@@ -189,19 +194,20 @@
  * cgroup's own queues, which cgroup v2 allows only at the root, compete
  * with its children as one more child of the default weight.
  *
- * Grouped engines. A scheduler with a fair policy of its own inside a run
- * queue (drm_sched's since Linux 7.2: a vruntime per entity, its priority a
- * multiplier of it) keeps that policy inside each cgroup, as CFS group
- * scheduling does: the engine is created with &struct gpucg_group_ops, the
- * core gives every cgroup's entity on it one queue that stands for a run
- * queue of the driver's (gpucg_client_group()), and the driver puts each
- * client's work in the run queue of its owner's cgroup. The core orders the
- * run queues as above (priority, then vtime over weight, with in-flight
- * estimates and shallow clients expected back), the driver's policy the work inside one. With
- * every client in one cgroup the choices are the driver's alone; an
- * entity's priority weighs it against its own cgroup's entities and never
- * against another cgroup's. The run queues are created and freed with the
- * cgroups' entities, so a cgroup that goes away takes its run queue along.
+ * Grouped engines. A scheduler with a policy of its own inside a run queue
+ * (drm_sched's: FIFO, or since Linux 7.2 a fair one, a vruntime per entity,
+ * its priority a multiplier of it) keeps that policy inside each cgroup, as
+ * CFS group scheduling does: the engine is created with &struct
+ * gpucg_group_ops, the core gives every cgroup's entity on it one queue
+ * that stands for a run queue of the driver's (gpucg_client_group()), and
+ * the driver puts each client's work in the run queue of its owner's
+ * cgroup. The core orders the run queues as above (priority, then vtime
+ * over weight, with in-flight estimates and shallow clients expected
+ * back), the driver's policy the work inside one. With every client in one
+ * cgroup the choices are the driver's alone; an entity's priority orders
+ * or weighs it against its own cgroup's entities and never against another
+ * cgroup's. The run queues are created and freed with the cgroups'
+ * entities, so a cgroup that goes away takes its run queue along.
  *
  * Against a hostile client. A client controls its job lengths, its think
  * times, what its jobs wait on (its own fences, other devices' and other
@@ -611,14 +617,32 @@ static bool gpucg_entity_less(struct rb_node *a, const struct rb_node *b)
 	return vtime_before(ea->vtime, eb->vtime);
 }
 
-/* A cgroup's queues: the one lent most first, then by context priority. */
+/*
+ * What a loan lifts @q to: what it is lent, if that is above its cgroup's
+ * own band; else nothing. Set when the queue is sorted in (engine lock).
+ */
+static void gpucg_queue_set_lift(struct gpucg_queue *q)
+{
+	q->lift = q->boost > READ_ONCE(q->ent->prio) ? q->boost : GPUCG_KEY_NONE;
+}
+
+/* A cgroup's queues: the one lifted most first, then by context priority. */
+static bool gpucg_queue_less(struct rb_node *a, const struct rb_node *b);
+
+/* Sorts @q in among the ready queues of @ent. Engine lock held. */
+static void gpucg_queue_insert(struct gpucg_queue *q, struct gpucg_entity *ent)
+{
+	gpucg_queue_set_lift(q);
+	rb_add_cached(&q->node, &ent->queues, gpucg_queue_less);
+}
+
 static bool gpucg_queue_less(struct rb_node *a, const struct rb_node *b)
 {
 	const struct gpucg_queue *qa = rb_entry(a, struct gpucg_queue, node);
 	const struct gpucg_queue *qb = rb_entry(b, struct gpucg_queue, node);
 
-	if (qa->boost != qb->boost)
-		return qa->boost > qb->boost;
+	if (qa->lift != qb->lift)
+		return qa->lift > qb->lift;
 	if (qa->ctx_prio != qb->ctx_prio)
 		return qa->ctx_prio > qb->ctx_prio;
 	return vtime_before(qa->vtime, qb->vtime);
@@ -836,7 +860,7 @@ static void gpucg_entity_update(struct gpucg_entity *e, u64 now)
 static bool gpucg_entity_reboost(struct gpucg_entity *e, u64 now)
 {
 	struct gpucg_queue *first = gpucg_first_queue(e);
-	int old = e->boost, boost = first ? first->boost : GPUCG_KEY_NONE;
+	int old = e->boost, boost = first ? first->lift : GPUCG_KEY_NONE;
 	bool held = false;
 
 	e->boost = boost;
@@ -876,8 +900,8 @@ static struct gpucg_entity *gpucg_entity_find(struct gpucg *cg,
 }
 
 /*
- * Priority inheritance: the links of waiting queues to the entities whose
- * work they wait for (see the top of this file).
+ * Priority inheritance: the links of waiting queues to the queues that
+ * hold the work they wait for (see the top of this file).
  */
 
 /* Links a priority passed on travels at most */
@@ -985,29 +1009,28 @@ static void gpucg_boost_pass(struct gpucg_queue *q, int *budget)
 
 /*
  * Sets what @q is lent. An active queue is re-sorted among its cgroup's, and
- * the cgroup's entity takes the boost of its first; a queue that runs only
- * on loan (gpucg_queue_init_lent()) is active only while it is lent and
- * its driver says it is ready. Engine lock held. Return: whether a loan
- * came that the engine was holding work for.
+ * the cgroup's entity takes the lift of its first; a queue that runs only
+ * on loan (gpucg_queue_init_lent()) is active only while it is lent above
+ * its cgroup's band and its driver says it is ready. Engine lock held.
+ * Return: whether a loan came that the engine was holding work for.
  */
 static bool gpucg_queue_reboost(struct gpucg_queue *q, int boost, int hops,
 				u64 now)
 {
 	struct gpucg_entity *ent = q->ent;
+	bool lifts = boost > READ_ONCE(ent->prio);
 
-	if (q->lent_only && q->active && boost == GPUCG_KEY_NONE)
-		gpucg_queue_deactivate(q, now);
-	if (!q->active) {
-		WRITE_ONCE(q->boost, boost);
-		q->boost_hops = hops;
-		if (q->lent_only && q->ready && boost != GPUCG_KEY_NONE)
-			return gpucg_queue_activate(q, now);
-		return false;
-	}
-	rb_erase_cached(&q->node, &ent->queues);
 	WRITE_ONCE(q->boost, boost);
 	q->boost_hops = hops;
-	rb_add_cached(&q->node, &ent->queues, gpucg_queue_less);
+	if (q->lent_only && q->active && !lifts) {
+		gpucg_queue_deactivate(q, now);
+		return false;
+	}
+	if (!q->active)
+		return q->lent_only && q->ready && lifts &&
+		       gpucg_queue_activate(q, now);
+	rb_erase_cached(&q->node, &ent->queues);
+	gpucg_queue_insert(q, ent);
 	return gpucg_entity_reboost(ent, now);
 }
 
@@ -1274,6 +1297,8 @@ bool gpucg_boost_link(struct gpucg_boost *b, struct gpucg_queue *waiter,
 		gpucg_entity_unpin(from);
 		return false;
 	}
+	WRITE_ONCE(waiter->linked, true);
+	WRITE_ONCE(holder->linked, true);
 	b->from = from;
 	b->waiter = waiter;
 	b->to = holder;
@@ -1328,6 +1353,7 @@ static void gpucg_queue_clear(struct gpucg_queue *q)
 	INIT_LIST_HEAD(&q->boosts_out);
 	q->boost = GPUCG_KEY_NONE;
 	q->boost_local = GPUCG_KEY_NONE;
+	q->lift = GPUCG_KEY_NONE;
 }
 
 /*
@@ -1919,7 +1945,7 @@ static bool gpucg_queue_activate(struct gpucg_queue *q, u64 now)
 		ent->self_vtime = gpucg_first_child(ent)->vtime;
 	q->ready_ns = now;
 	q->active = true;
-	rb_add_cached(&q->node, &ent->queues, gpucg_queue_less);
+	gpucg_queue_insert(q, ent);
 	held = gpucg_entity_reboost(ent, now);
 	if (first)	/* its own queues were ready already */
 		return held;
@@ -1991,8 +2017,12 @@ void gpucg_queue_sync(struct gpucg_queue *q,
 	r = ready(q);
 	if (q->lent_only) {
 		q->ready = r;
-		r = r && q->boost != GPUCG_KEY_NONE;
+		r = r && q->boost > READ_ONCE(q->ent->prio);
 	}
+	/* an owner that moved takes a ready queue along */
+	if (r && q->active && q->client &&
+	    rcu_access_pointer(q->client->cg) != q->cg)
+		gpucg_queue_deactivate(q, gpucg_now());
 	if (r && !q->active)
 		gpucg_queue_activate(q, gpucg_now());
 	else if (!r && q->active)
@@ -2006,9 +2036,12 @@ EXPORT_SYMBOL_GPL(gpucg_queue_sync);
  * @q: the queue; its tickets stay valid
  *
  * Also cancels it: after this returns, no pick returns @q. If the queue is
- * not active, this does not touch its engine, which may be gone.
+ * not active, this does not touch its engine, which may be gone. The links
+ * of waits into it and out of it (gpucg_boost_link()) go first; the driver
+ * makes no new one meanwhile.
  *
- * Context: any context.
+ * Context: any context for a queue never linked; process context (or any
+ * context in which the boost lock may be taken) for one that was.
  */
 void gpucg_queue_fini(struct gpucg_queue *q)
 {
@@ -2017,7 +2050,8 @@ void gpucg_queue_fini(struct gpucg_queue *q)
 	if (!q->engine)
 		return;
 	/* no link holds it any more: the queue is inactive once they go */
-	gpucg_boost_drop_queue(q);
+	if (READ_ONCE(q->linked))
+		gpucg_boost_drop_queue(q);
 	/* an inactive queue stays so: its driver no longer calls in */
 	if (READ_ONCE(q->active)) {
 		spin_lock_irqsave(&q->engine->lock, flags);
@@ -2037,9 +2071,11 @@ EXPORT_SYMBOL_GPL(gpucg_queue_fini);
  * @q: the queue, set up with gpucg_queue_init() and not active
  * @engine: an engine of the same device
  *
- * For schedulers that balance an idle queue between identical engines.
+ * For schedulers that balance an idle queue between identical engines. An
+ * idle queue holds no job waited for and waits for nothing: the links left
+ * into it and out of it are dropped.
  *
- * Context: any context.
+ * Context: as gpucg_queue_fini().
  */
 void gpucg_queue_move(struct gpucg_queue *q, struct gpucg_engine *engine)
 {
@@ -2048,6 +2084,8 @@ void gpucg_queue_move(struct gpucg_queue *q, struct gpucg_engine *engine)
 
 	if (!q->engine || q->engine == engine || WARN_ON_ONCE(q->active))
 		return;
+	if (READ_ONCE(q->linked))
+		gpucg_boost_drop_queue(q);
 	cg = q->cg;
 	ent = q->client ? gpucg_entity_find(cg, engine) : &engine->kernel;
 	if (!ent) {	/* its allocation failed: charge the root */
@@ -2387,8 +2425,8 @@ EXPORT_SYMBOL_GPL(gpucg_queue_pick);
  * @t: the job's ticket, for gpucg_charge(); it pins nothing
  *
  * For a job without a client (a driver's page-table update, a buffer move)
- * that the driver does not queue through the core (drm_sched's fair
- * policy runs those first, in a run queue of its own): its GPU time shows
+ * that the driver does not queue through the core (drm_sched on a grouped
+ * engine runs those first, in run queues of its own): its GPU time shows
  * in the device's total (the root cgroup's gpu.stat), it moves no vtime
  * and the engine expects nothing back after it.
  *
@@ -2476,7 +2514,7 @@ void gpucg_queue_start(struct gpucg_queue *q, struct gpucg_ticket *t)
 		ent->qvclock = q->vtime;
 	ent->self_vtime += t->est_ns;
 	if (q->active)
-		rb_add_cached(&q->node, &ent->queues, gpucg_queue_less);
+		gpucg_queue_insert(q, ent);
 	spin_unlock_irqrestore(&q->engine->lock, flags);
 
 	for (pool = ent->pool; pool && wait; pool = pool->parent)
@@ -2584,7 +2622,7 @@ void gpucg_queue_charge(struct gpucg_queue *q, u64 ns)
 		rb_erase_cached(&q->node, &ent->queues);
 	q->vtime += ns;
 	if (q->active)
-		rb_add_cached(&q->node, &ent->queues, gpucg_queue_less);
+		gpucg_queue_insert(q, ent);
 	spin_unlock_irqrestore(&q->engine->lock, flags);
 	gpucg_usage_add(ent, ns);
 	gpucg_entity_unpin(ent);

@@ -679,6 +679,25 @@ static void gpucg_test_no_link_for_done_or_kernel(struct kunit *test)
 	gpucg_boost_unlink(&w2[1].b);
 }
 
+/* Cgroups at -100, 0 and 100, and two engines: the loans' tests. */
+struct gst_bands {
+	struct gpucg		*low, *mid, *high;
+	struct gpucg_engine	*engine, *other;
+};
+
+static struct gst_bands gst_bands(struct gst *w)
+{
+	struct gst_bands b = {
+		.low = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, -100),
+		.mid = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 0),
+		.high = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 100),
+		.engine = gst_engine(w),
+		.other = gst_engine(w),
+	};
+
+	return b;
+}
+
 /*
  * Promise 1: a loan lifts the queue that holds the job waited for, and
  * only while that queue is ready. A cgroup at -100 keeps a deep queue
@@ -692,16 +711,14 @@ static void gpucg_test_no_link_for_done_or_kernel(struct kunit *test)
 static void gpucg_test_loan_lifts_only_its_holder(struct kunit *test)
 {
 	struct gst *w = test->priv;
-	struct gpucg *low = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, -100);
-	struct gpucg *mid = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 0);
-	struct gpucg *high = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 100);
-	struct gpucg_engine *engine = gst_engine(w), *other = gst_engine(w);
-	struct gst_queue *holder = gst_queue(w, engine, low);
-	struct gst_queue *waiter = gst_queue(w, other, high);
+	struct gst_bands b = gst_bands(w);
+	struct gpucg_engine *engine = b.engine;
+	struct gst_queue *holder = gst_queue(w, engine, b.low);
+	struct gst_queue *waiter = gst_queue(w, b.other, b.high);
 	struct gst_client c[2] = {
-		{ .tq = gst_queue(w, engine, low), .job_ns = 2 * NSEC_PER_MSEC,
+		{ .tq = gst_queue(w, engine, b.low), .job_ns = 2 * NSEC_PER_MSEC,
 		  .deep = true },
-		{ .tq = gst_queue(w, engine, mid), .job_ns = 2 * NSEC_PER_MSEC,
+		{ .tq = gst_queue(w, engine, b.mid), .job_ns = 2 * NSEC_PER_MSEC,
 		  .deep = true },
 	};
 	struct gst_wait *wait = kunit_kzalloc(test, sizeof(*wait), GFP_KERNEL);
@@ -720,7 +737,7 @@ static void gpucg_test_loan_lifts_only_its_holder(struct kunit *test)
 
 	/* it can run: it goes first, at 100 */
 	gst_sync(holder, true);
-	KUNIT_EXPECT_EQ(test, gpucg_entity_find(low, engine)->boost, 100);
+	KUNIT_EXPECT_EQ(test, gpucg_entity_find(b.low, engine)->boost, 100);
 	q = gpucg_queue_pick(engine, gst_take, NULL, &retry);
 	KUNIT_EXPECT_PTR_EQ(test, q, &holder->q);
 	gst_job(w, holder, 2 * NSEC_PER_MSEC);
@@ -741,13 +758,11 @@ static void gpucg_test_loan_lifts_only_its_holder(struct kunit *test)
 static void gpucg_test_lent_queue(struct kunit *test)
 {
 	struct gst *w = test->priv;
-	struct gpucg *low = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, -100);
-	struct gpucg *mid = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 0);
-	struct gpucg *high = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 100);
-	struct gpucg_engine *engine = gst_engine(w), *other = gst_engine(w);
-	struct gst_queue *group = gst_queue(w, engine, low);
-	struct gst_queue *busy = gst_queue(w, engine, mid);
-	struct gst_queue *waiter = gst_queue(w, other, high);
+	struct gst_bands b = gst_bands(w);
+	struct gpucg_engine *engine = b.engine;
+	struct gst_queue *group = gst_queue(w, engine, b.low);
+	struct gst_queue *busy = gst_queue(w, engine, b.mid);
+	struct gst_queue *waiter = gst_queue(w, b.other, b.high);
 	struct gst_queue *lent = gst_queue(w, engine, NULL);
 	struct gst_wait *wait = kunit_kzalloc(test, sizeof(*wait), GFP_KERNEL);
 	struct gpucg_queue *q;
@@ -756,7 +771,7 @@ static void gpucg_test_lent_queue(struct kunit *test)
 	KUNIT_ASSERT_NOT_NULL(test, wait);
 	/* the test's kernel queue made again as a lent one of @low's client */
 	gpucg_queue_fini(&lent->q);
-	lent->client = gpucg_client_new(w->dev, low);
+	lent->client = gpucg_client_new(w->dev, b.low);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, lent->client);
 	KUNIT_ASSERT_EQ(test, gpucg_queue_init_lent(&lent->q, engine,
 						    lent->client), 0);
@@ -781,6 +796,36 @@ static void gpucg_test_lent_queue(struct kunit *test)
 	KUNIT_EXPECT_FALSE(test, lent->q.active);
 	q = gpucg_queue_pick(engine, gst_take, NULL, &retry);
 	KUNIT_EXPECT_PTR_EQ(test, q, &busy->q);
+}
+
+/*
+ * A loan no higher than the holder's own band reorders nothing: a job of a
+ * cgroup's client on another engine waiting on one of the same cgroup (a
+ * bin job's render job) leaves the order of its queues to the driver
+ * (context priority here), and a queue that runs only on loan stays off.
+ */
+static void gpucg_test_loan_of_own_band_reorders_nothing(struct kunit *test)
+{
+	struct gst *w = test->priv;
+	struct gpucg *cg = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 0);
+	struct gpucg_engine *engine = gst_engine(w), *other = gst_engine(w);
+	struct gst_queue *first = gst_queue(w, engine, cg);
+	struct gst_queue *holder = gst_queue(w, engine, cg);
+	struct gst_queue *waiter = gst_queue(w, other, cg);
+	struct gst_wait *wait = kunit_kzalloc(test, sizeof(*wait), GFP_KERNEL);
+	struct gpucg_queue *q;
+	u64 retry;
+
+	KUNIT_ASSERT_NOT_NULL(test, wait);
+	first->q.ctx_prio = 1;	/* before the holder among the cgroup's */
+	gst_sync(first, true);
+	gst_sync(holder, true);
+	gpucg_boost_link(&wait->b, &waiter->q, &holder->q, gst_wait_done);
+	KUNIT_EXPECT_EQ(test, holder->q.boost, 0);
+	q = gpucg_queue_pick(engine, gst_take, NULL, &retry);
+	KUNIT_EXPECT_PTR_EQ(test, q, &first->q);
+	KUNIT_EXPECT_EQ(test, gpucg_entity_find(cg, engine)->boost, GPUCG_KEY_NONE);
+	gpucg_boost_unlink(&wait->b);
 }
 
 /*
@@ -820,6 +865,7 @@ static struct kunit_case gpucg_sched_cases[] = {
 	KUNIT_CASE(gpucg_test_no_link_for_done_or_kernel),
 	KUNIT_CASE(gpucg_test_loan_lifts_only_its_holder),
 	KUNIT_CASE(gpucg_test_lent_queue),
+	KUNIT_CASE(gpucg_test_loan_of_own_band_reorders_nothing),
 	KUNIT_CASE(gpucg_test_queue_fini_drops_links),
 	KUNIT_CASE(gpucg_test_deterministic),
 	{}

@@ -17,6 +17,8 @@ id              question
 ``kfd``         only where ``/dev/kfd`` exists: amdgpu's compute queues (ROCm) bypass
                 the GPU scheduler, so the controller neither charges nor orders them
                 (information)
+``sched``       only on Linux 7.x with drm_sched loaded: does drm_sched run a policy the
+                cgroup order extends (FIFO, the default, or fair), not round robin?
 ==============  ===================================================================
 
 A finding's status is ``ok``, ``problem`` (with a ``fix``: a command to run)
@@ -71,6 +73,7 @@ class Host:
     sysfs_root: Path = Path("/sys")  # for the render nodes dmem's regions belong to
     dev_root: Path = Path("/dev")
     cmdline: Path = Path("/proc/cmdline")
+    osrelease: Path = Path("/proc/sys/kernel/osrelease")
 
     @property
     def systemd_booted(self) -> bool:
@@ -348,6 +351,43 @@ def _check_kfd(host: Host, report: Report) -> None:
             "device's drm_sched rings (graphics, video) only"))
 
 
+# drm_sched's policies (its sched_policy parameter); the series' cgroup
+# order extends FIFO and fair on Linux 7.x, and leaves round robin alone
+_SCHED_POLICIES = {"0": "round-robin", "1": "FIFO", "2": "fair"}
+
+
+def _linux_major(release: str) -> int:
+    head = release.split(".", 1)[0]
+    return int(head) if head.isdigit() else 0
+
+
+def _check_sched(host: Host, gpu_ok: bool, report: Report) -> None:
+    policy = (_read(host.sysfs_root / "module/gpu_sched/parameters/sched_policy") or "").strip()
+    if not gpu_ok or not policy or _linux_major((_read(host.osrelease) or "").strip()) < 7:
+        return
+    name = _SCHED_POLICIES.get(policy)
+    if name is None:
+        report.findings.append(Finding(
+            "sched", INFO, f"drm_sched runs a policy pycgpu does not know "
+            f"(gpu_sched.sched_policy={policy}): the cgroup order extends FIFO (1) and fair (2)"))
+        return
+    if policy != "0":
+        report.findings.append(Finding(
+            "sched", OK, f"drm_sched runs its {name} policy (gpu_sched.sched_policy={policy}), "
+            "which the cgroup order extends"))
+        return
+    arg = "gpu_sched.sched_policy=0"
+    if arg in (_words(host.cmdline) or set()):
+        fix = _remove_from_cmdline(host, arg)
+    else:
+        fix = ("give gpu_sched sched_policy=1 (FIFO) or 2 (fair) where its options are set "
+               "(/etc/modprobe.d/*.conf), then reboot or reload the drm drivers and gpu_sched")
+    report.findings.append(Finding(
+        "sched", PROBLEM, "drm_sched runs its round-robin policy (gpu_sched.sched_policy=0), "
+        "under which drm_sched devices follow neither gpu.weight nor gpu.priority (gpu.stat "
+        "says sched=0 and a per-device gpu.weight is refused); only GPU time is charged", fix))
+
+
 def check(host: Host | None = None, path: str | None = None) -> Report:
     """The findings for @host; @path (a cgroup PATH argument) that breaks the
     path rule raises :class:`pycgpu.core.cgroup.InvalidPath`."""
@@ -369,4 +409,5 @@ def check(host: Host | None = None, path: str | None = None) -> Report:
     _check_systemd(host, root, gpu_ok, report)
     _check_memory(host, root, report)
     _check_kfd(host, report)
+    _check_sched(host, gpu_ok, report)
     return report

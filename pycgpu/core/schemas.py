@@ -128,7 +128,8 @@ CHECK_SCHEMA: dict[str, Any] = {
                 "type": "object",
                 "required": ["id", "status", "message", "fix"],
                 "properties": {
-                    # open list: cgroup2, gpu, path, systemd, dmem, kfd today; more may come
+                    # open list: cgroup2, gpu, path, systemd, memory, kfd, sched today;
+                    # more may come
                     "id": {"type": "string"},
                     "status": {"enum": ["ok", "problem", "info"]},
                     "message": {"type": "string"},

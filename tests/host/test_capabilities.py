@@ -43,7 +43,8 @@ def host(tmp_path):
                 grub_default=tmp_path / "etc/default/grub",
                 checkout_series=tmp_path / "src/kernel/drivers-gpu-cgroup",
                 kfd=tmp_path / "dev/kfd", sysfs_root=tmp_path / "sys-none",
-                dev_root=tmp_path / "dev-none", cmdline=proc / "cmdline")
+                dev_root=tmp_path / "dev-none", cmdline=proc / "cmdline",
+                osrelease=proc / "osrelease")
 
 
 def booted_by_systemd(host: Host) -> Host:
@@ -291,6 +292,54 @@ def test_kfd_said_only_where_it_exists(host):
     host.kfd.write_text("")
     f = by_id(check(host))["kfd"]
     assert f.status == INFO and "neither charges nor orders" in f.message
+
+
+def on_linux(host: Host, release: str, policy: str | None, cmdline: str = "") -> Host:
+    """@host running Linux @release with drm_sched loaded with sched_policy
+    @policy (None: not loaded), booted with @cmdline."""
+    host.osrelease.write_text(release + "\n")
+    host.cmdline.write_text(cmdline + "\n")
+    if policy is not None:
+        params = host.sysfs_root / "module/gpu_sched/parameters"
+        params.mkdir(parents=True)
+        (params / "sched_policy").write_text(policy + "\n")
+    return host
+
+
+@pytest.mark.parametrize(("policy", "name"), [("1", "FIFO"), ("2", "fair")])
+def test_sched_policy_the_order_extends(host, policy, name):
+    report = check(on_linux(host, "7.3.4-amd64", policy))
+    f = by_id(report)["sched"]
+    assert f.status == OK and name in f.message and report.ok
+
+
+def test_sched_round_robin_is_a_problem_with_the_fix_for_where_it_is_set(host):
+    on_linux(with_grub(host), "7.3.4-amd64", "0",
+             "BOOT_IMAGE=/vmlinuz gpu_sched.sched_policy=0 quiet")
+    f = by_id(check(host))["sched"]
+    assert f.status == PROBLEM and "sched=0" in f.message
+    assert "remove gpu_sched.sched_policy=0" in f.fix and str(host.grub_default) in f.fix
+    # set as a module option rather than on the command line
+    host.cmdline.write_text("BOOT_IMAGE=/vmlinuz quiet\n")
+    f = by_id(check(host))["sched"]
+    assert f.status == PROBLEM and "modprobe.d" in f.fix
+
+
+@pytest.mark.parametrize(("release", "policy"), [("6.12.57-amd64", "0"), ("7.3.4", None)])
+def test_sched_not_said_on_6_12_nor_without_drm_sched(host, release, policy):
+    """6.12's series orders drm_sched's entities under any policy; a host
+    without drm_sched loaded has nothing to say."""
+    assert "sched" not in by_id(check(on_linux(host, release, policy)))
+
+
+def test_sched_not_said_without_the_controller(host):
+    (host.mountinfo.parent.parent / "cgroup/cgroup.controllers").write_text("cpu memory\n")
+    assert "sched" not in by_id(check(on_linux(host, "7.3.4", "0")))
+
+
+def test_sched_policy_unknown_is_information(host):
+    f = by_id(check(on_linux(host, "7.5.0", "3")))["sched"]
+    assert f.status == INFO and "sched_policy=3" in f.message
 
 
 def test_given_root(tmp_path):

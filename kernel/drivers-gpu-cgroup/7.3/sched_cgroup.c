@@ -6,22 +6,28 @@
  * &drm_sched_init_args is an engine of the gpu cgroup controller
  * (include/linux/cgroup_gpu.h, kernel/cgroup/gpu_sched.c).
  *
- * Under the fair policy (gpu_sched.sched_policy=2) the scheduler follows
- * the controller as CFS group scheduling follows the cpu controller: every
- * cgroup whose clients submit to the scheduler has a run queue of its own,
- * an ordinary &struct drm_sched_rq in which upstream's fair policy orders
- * that cgroup's entities by their vruntime (sched_rq.c, unchanged), and the
- * controller orders those run queues, strictly by gpu.priority and then by
- * GPU time over gpu.weight down the hierarchy, with anticipation for clients
- * that keep one job queued and in-flight estimates for schedulers with
- * several slots. A selection asks the controller for the best run queue
- * and upstream's drm_sched_rq_select_entity() for the entity in it, so the
- * entities of one cgroup, and all entities when no cgroup is configured,
- * get exactly what upstream's fair policy gives them. An entity's priority
+ * Under the fair policy (gpu_sched.sched_policy=2) and the FIFO policy (the
+ * default) the scheduler follows the controller as CFS group scheduling
+ * follows the cpu controller: every cgroup whose clients submit to the
+ * scheduler has a run queue of its own, an ordinary &struct drm_sched_rq in
+ * which upstream's policy orders that cgroup's entities (sched_rq.c,
+ * unchanged: by vruntime, or by the submission time of their next jobs),
+ * and the controller orders those run queues, strictly by gpu.priority and
+ * then by GPU time over gpu.weight down the hierarchy, with anticipation
+ * for clients that keep one job queued and in-flight estimates for
+ * schedulers with several slots. A selection asks the controller for the
+ * best run queue and upstream's drm_sched_rq_select_entity() for the
+ * entity in it, so the entities of one cgroup, and all entities when no
+ * cgroup is configured, get exactly what upstream's policy gives the
+ * entities of one run queue. Under the fair policy an entity's priority
  * (its vruntime multiplier) weighs it against the other entities of its
- * cgroup; what its cgroup gets against the others is gpu.weight's and
- * gpu.priority's alone. Entities without a client (the kernel's own jobs,
- * drm_client_id 0) stay in the scheduler's own run queue, which goes first.
+ * cgroup; under FIFO, where upstream keeps a run queue per entity
+ * priority, the entities of one cgroup share its run queue, ordered by
+ * priority and then by submission (sched_rq.c's comparison, which keeps
+ * the order of the scheduler's own run queues). What a cgroup gets
+ * against the others is gpu.weight's and gpu.priority's alone. Entities
+ * without a client (the kernel's own jobs, drm_client_id 0) stay in the
+ * scheduler's own run queues, which go first.
  *
  * An entity joins the run queue of its client's cgroup at its first job,
  * and moves to another when its client's owner has moved, at the next job's
@@ -60,7 +66,7 @@
  * later (it is busy, or its run-job work waits for a CPU), and the job it
  * waits for would wait behind lower bands all that time.
  *
- * Under the FIFO and RR policies the scheduler behaves as upstream's: the
+ * Under the RR policy the scheduler behaves as upstream's: the
  * engine only charges GPU time, per entity, and gpu.stat says sched=0.
  *
  * Either way a job takes a ticket when run_job() hands it to the hardware
@@ -85,6 +91,7 @@
 #include <linux/hrtimer.h>
 #include <linux/llist.h>
 #include <linux/mutex.h>
+#include <linux/rcupdate.h>
 #include <linux/slab.h>
 #include <linux/workqueue.h>
 #include <linux/xarray.h>
@@ -221,7 +228,7 @@ int drm_sched_gpucg_init(struct drm_gpu_scheduler *sched,
 	spin_lock_init(&sched->gpucg_rqs_lock);
 	hrtimer_setup(&sched->gpucg_timer, drm_sched_gpucg_timer,
 		      CLOCK_MONOTONIC, HRTIMER_MODE_REL);
-	if (drm_sched_policy == DRM_SCHED_POLICY_FAIR)
+	if (drm_sched_policy != DRM_SCHED_POLICY_RR)
 		engine = gpucg_engine_create_grouped(args->gpucg,
 						     &drm_sched_gpucg_group_ops,
 						     sched);
@@ -277,24 +284,33 @@ struct drm_sched_gpucg_pick {
 static enum gpucg_take drm_sched_gpucg_take_lent(struct drm_sched_gpucg_pick *pick,
 						 struct drm_sched_entity *entity)
 {
-	struct drm_sched_rq *rq = READ_ONCE(entity->rq);
 	enum gpucg_take ret = GPUCG_SKIP;
+	struct drm_sched_rq *rq;
+	unsigned int tries;
 
-	if (!rq || rq->sched != pick->sched)
-		return GPUCG_SKIP;
-	spin_lock(&rq->lock);
-	if (READ_ONCE(entity->rq) == rq &&
-	    !RB_EMPTY_NODE(&entity->rb_tree_node) &&
-	    drm_sched_entity_is_ready(entity)) {
-		if (drm_sched_can_queue(pick->sched, entity)) {
-			reinit_completion(&entity->entity_idle);
-			pick->entity = entity;
-			ret = GPUCG_TAKE;
-		} else {
-			ret = GPUCG_HOLD;
+	/* an entity moving to another cgroup's run queue right now: again */
+	for (tries = 0; tries < 3; tries++) {
+		rq = READ_ONCE(entity->rq);
+		if (!rq || rq->sched != pick->sched)
+			return GPUCG_SKIP;
+		spin_lock(&rq->lock);
+		if (READ_ONCE(entity->rq) != rq) {
+			spin_unlock(&rq->lock);
+			continue;
 		}
+		if (!RB_EMPTY_NODE(&entity->rb_tree_node) &&
+		    drm_sched_entity_is_ready(entity)) {
+			if (drm_sched_can_queue(pick->sched, entity)) {
+				reinit_completion(&entity->entity_idle);
+				pick->entity = entity;
+				ret = GPUCG_TAKE;
+			} else {
+				ret = GPUCG_HOLD;
+			}
+		}
+		spin_unlock(&rq->lock);
+		break;
 	}
-	spin_unlock(&rq->lock);
 	return ret;
 }
 
@@ -509,6 +525,20 @@ VISIBLE_IF_KUNIT bool drm_sched_gpucg_orders(struct drm_gpu_scheduler *sched)
 	return drm_sched_gpucg_grouped(sched);
 }
 EXPORT_SYMBOL_IF_KUNIT(drm_sched_gpucg_orders);
+
+/**
+ * drm_sched_gpucg_fair - whether the fair policy orders a cgroup's entities
+ *
+ * For the scheduler's KUnit tests: under FIFO a cgroup's entities take
+ * turns by job, not by GPU time.
+ *
+ * Context: any context.
+ */
+VISIBLE_IF_KUNIT bool drm_sched_gpucg_fair(void)
+{
+	return drm_sched_policy == DRM_SCHED_POLICY_FAIR;
+}
+EXPORT_SYMBOL_IF_KUNIT(drm_sched_gpucg_fair);
 #endif
 
 /**
@@ -561,6 +591,8 @@ void drm_sched_entity_gpucg_follow(struct drm_sched_entity *entity)
 		drm_sched_rq_move_entity(entity, rq);
 		drm_sched_gpucg_rq_sync(old);
 		drm_sched_gpucg_rq_sync(rq);
+		/* lent, it moves to its new cgroup's entity too */
+		drm_sched_entity_gpucg_lent_sync(entity);
 		drm_sched_gpucg_rq_put(old);
 		/*
 		 * A selection between the move and the sync found neither
@@ -657,9 +689,14 @@ void drm_sched_entity_gpucg_woken(struct drm_sched_entity *entity)
 			clear_bit(DRM_SCHED_GPUCG_WOKEN, &grq->flags);
 	}
 	rcu_read_unlock();
-	/* set up before the entity's first job, whose dependency this was */
+	/*
+	 * Set up before the entity's first job, whose dependency this was;
+	 * a stopped entity is going (drm_sched_entity_gpucg_fini() waits for
+	 * this callback to have queued its work or not).
+	 */
 	rq = READ_ONCE(entity->rq);
-	if (grq && entity->gpucg_client && gpucg_queue_lent(&entity->gpucg))
+	if (grq && entity->gpucg_client && !READ_ONCE(entity->stopped) &&
+	    gpucg_queue_lent(&entity->gpucg))
 		queue_work(rq->sched->submit_wq, &entity->gpucg_lent_work);
 }
 
@@ -889,6 +926,14 @@ void drm_sched_entity_gpucg_fini(struct drm_sched_entity *entity)
 		/* no loan finds it after this; the queue's end drops those made */
 		xa_cmpxchg(&drm_sched_gpucg_entities,
 			   (unsigned long)entity->fence_context, entity, NULL, 0);
+		/*
+		 * The entity is stopped: a fence callback that found it lent
+		 * before has queued its work by the end of a grace period
+		 * (callbacks run with interrupts off), and none queues it
+		 * after. Only an entity ever lent can have it queued.
+		 */
+		if (gpucg_queue_was_linked(&entity->gpucg))
+			synchronize_rcu();
 		cancel_work_sync(&entity->gpucg_lent_work);
 	}
 	gpucg_queue_fini(&entity->gpucg);
@@ -938,8 +983,8 @@ void drm_sched_job_gpucg_start(struct drm_sched_job *job,
  * @entity: the entity, idle, under its lock
  * @sched: its new scheduler
  *
- * Its queue of the controller moves with it: under FIFO and RR the one
- * that charges its jobs' GPU time, under the fair policy the one that runs
+ * Its queue of the controller moves with it: under RR the one that charges
+ * its jobs' GPU time, under the fair and FIFO policies the one that runs
  * only on loan (its run queue is already the right one).
  *
  * Context: any context.

@@ -4,11 +4,11 @@
  *
  * Upstream's scenario clients (tests_scheduler.c: heavy, interactive,
  * oversubscribed) placed in cgroups, on a mock scheduler that is an engine
- * of the gpu cgroup controller under the fair policy, with the shares of
- * GPU time asserted with margins; the walks over a scheduler's entities
- * (drm_sched_visit_rqs(), a hang's karma), which must find them in their
- * cgroups' run queues; and the dependency a job lends its priority to from
- * its push on.
+ * of the gpu cgroup controller under the fair or the FIFO policy, with the
+ * shares of GPU time asserted with margins; the walks over a scheduler's
+ * entities (drm_sched_visit_rqs(), a hang's karma), which must find them in
+ * their cgroups' run queues; and the dependency a job lends its priority to
+ * from its push on.
  *
  * The clients' cgroups are w100, e100, w400 and w900, of those gpu.weight
  * defaults, and p100 and p0, of those gpu.priority values, under a parent
@@ -78,6 +78,7 @@ struct cg_client_params {
 	unsigned int job_us;
 	unsigned int wait_us;	/* interactive: sleep between jobs */
 	unsigned int start_ms;	/* starts that long after the others */
+	bool high;		/* DRM_SCHED_PRIORITY_HIGH, else NORMAL */
 };
 
 /* A shallow client: one job queued at a time, thinking @think_us between */
@@ -186,7 +187,7 @@ static struct gpucg_device *cg_setup(struct kunit *test,
 								scheds[i]), 0);
 	}
 	if (!drm_sched_gpucg_orders(&scheds[0]->base))
-		kunit_skip(test, "the cgroup order extends the fair policy (sched_policy=2)");
+		kunit_skip(test, "no cgroup order under the RR policy (sched_policy=0)");
 	return dev;
 }
 
@@ -255,11 +256,13 @@ static struct gpucg_client *cg_client_new(struct kunit *test,
 /* An entity of @client's on @sched, for cg_teardown() to destroy. */
 static struct drm_mock_sched_entity *cg_entity_new(struct kunit *test,
 						   struct drm_mock_scheduler *sched,
-						   struct gpucg_client *client)
+						   struct gpucg_client *client,
+						   bool high)
 {
 	struct drm_mock_sched_entity *entity;
 
-	entity = drm_mock_sched_entity_new(test, DRM_SCHED_PRIORITY_NORMAL, sched);
+	entity = drm_mock_sched_entity_new(test, high ? DRM_SCHED_PRIORITY_HIGH :
+					   DRM_SCHED_PRIORITY_NORMAL, sched);
 	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, cg_entity_free, entity), 0);
 	KUNIT_ASSERT_EQ(test, drm_sched_entity_gpucg_bind(&entity->base, client), 0);
 	return entity;
@@ -285,7 +288,8 @@ static void cg_run(struct kunit *test, struct cg_client *clients,
 	for (i = 0; i < n; i++) {
 		clients[i].test = test;
 		clients[i].gpucg = cg_client_new(test, dev, clients[i].params.cgroup);
-		clients[i].entity = cg_entity_new(test, sched, clients[i].gpucg);
+		clients[i].entity = cg_entity_new(test, sched, clients[i].gpucg,
+						  clients[i].params.high);
 		entities[i] = clients[i].entity;
 		clients[i].ring = kunit_kcalloc(test, max(clients[i].params.depth, 1U),
 						sizeof(*clients[i].ring), GFP_KERNEL);
@@ -554,8 +558,10 @@ static void drm_sched_cgroup_priority(struct kunit *test)
 }
 
 /*
- * Clients of one cgroup share by upstream's fair policy: two deep clients
- * of one cgroup get even shares, as they would with no cgroup at all.
+ * Clients of one cgroup share by upstream's policy, as they would with no
+ * cgroup at all: two deep clients of one cgroup, with jobs of 2 and 3 ms,
+ * get even shares of GPU time under the fair policy, and take turns by job
+ * under FIFO (2:3).
  */
 static void drm_sched_cgroup_inside(struct kunit *test)
 {
@@ -563,13 +569,36 @@ static void drm_sched_cgroup_inside(struct kunit *test)
 		{ .params = { "w400", 4, 2000, 0 } },
 		{ .params = { "w400", 4, 3000, 0 } },
 	};
-	unsigned int share;
+	unsigned int share, want = drm_sched_gpucg_fair() ? 50 : 40;
 
 	cg_run(test, clients, 2, 1);
 	share = cg_share(clients, 2, 0, 1);
-	kunit_info(test, "two clients of one cgroup: %u%%\n", share);
-	KUNIT_EXPECT_GE(test, share, 45U);
-	KUNIT_EXPECT_LE(test, share, 55U);
+	kunit_info(test, "two clients of one cgroup: %u%% (want %u%%)\n", share,
+		   want);
+	KUNIT_EXPECT_GE(test, share, want - 5);
+	KUNIT_EXPECT_LE(test, share, want + 5);
+}
+
+/*
+ * Entity priorities inside one cgroup follow upstream's policy too: under
+ * FIFO, which keeps entities of each priority in a run queue of their own,
+ * a high-priority client's jobs go before a normal one's of its cgroup, as
+ * they would with no cgroup; under the fair policy a priority only weighs
+ * the entity's vruntime, and the high one gets the larger part.
+ */
+static void drm_sched_cgroup_priority_inside(struct kunit *test)
+{
+	struct cg_client clients[2] = {
+		{ .params = { "w400", 4, 2000, 0, 0, true } },
+		{ .params = { "w400", 4, 2000, 0 } },
+	};
+	unsigned int share, want = drm_sched_gpucg_fair() ? 55 : 95;
+
+	cg_run(test, clients, 2, 1);
+	share = cg_share(clients, 2, 0, 1);
+	kunit_info(test, "a high-priority client beside a normal one of its cgroup: %u%% (want %u%% or more)\n",
+		   share, want);
+	KUNIT_EXPECT_GE(test, share, want);
 }
 
 struct cg_count {
@@ -618,7 +647,8 @@ static void drm_sched_cgroup_karma(struct kunit *test)
 	dev = cg_setup(test, &sched, 1, 1);
 	for (i = 0; i < ARRAY_SIZE(cgroups); i++) {
 		entities[i] = cg_entity_new(test, sched,
-					    cg_client_new(test, dev, cgroups[i]));
+					    cg_client_new(test, dev, cgroups[i]),
+					    false);
 		atomic_set(&guilty[i], 0);
 		entities[i]->base.guilty = &guilty[i];
 	}
@@ -727,12 +757,12 @@ static void drm_sched_cgroup_lender(struct kunit *test)
 		clients[i] = cg_client_new(test, dev, cgroups[i]);
 	test->priv = clients;
 	/* the waiter's, its own elsewhere, the other w100 client's, e100's, w400's two */
-	entities[0] = cg_entity_new(test, scheds[0], clients[0]);
-	entities[1] = cg_entity_new(test, scheds[1], clients[0]);
-	entities[2] = cg_entity_new(test, scheds[0], clients[1]);
-	entities[3] = cg_entity_new(test, scheds[0], clients[2]);
-	entities[4] = cg_entity_new(test, scheds[1], clients[3]);
-	entities[5] = cg_entity_new(test, scheds[0], clients[3]);
+	entities[0] = cg_entity_new(test, scheds[0], clients[0], false);
+	entities[1] = cg_entity_new(test, scheds[1], clients[0], false);
+	entities[2] = cg_entity_new(test, scheds[0], clients[1], false);
+	entities[3] = cg_entity_new(test, scheds[0], clients[2], false);
+	entities[4] = cg_entity_new(test, scheds[1], clients[3], false);
+	entities[5] = cg_entity_new(test, scheds[0], clients[3], false);
 	jobs[0] = cg_lender_job(test, entities[0], 0);
 	jobs[1] = cg_lender_job(test, entities[1], 0);
 	jobs[2] = cg_lender_job(test, entities[2], 1);
@@ -785,6 +815,7 @@ static struct kunit_case drm_sched_cgroup_tests[] = {
 	KUNIT_CASE_SLOW(drm_sched_cgroup_interactive),
 	KUNIT_CASE_SLOW(drm_sched_cgroup_priority),
 	KUNIT_CASE_SLOW(drm_sched_cgroup_inside),
+	KUNIT_CASE_SLOW(drm_sched_cgroup_priority_inside),
 	KUNIT_CASE(drm_sched_cgroup_karma),
 	KUNIT_CASE(drm_sched_cgroup_lender),
 	{}

@@ -19,8 +19,9 @@ def check(state: State, path: str | None, as_json: bool) -> None:
     does not enable controllers it does not know, so its slices and scopes
     lack gpu), which interface counts GPU memory (gpu.memory.* of the 6.12
     series, or the dmem controller, with its regions and the render nodes
-    none counts), and where /dev/kfd exists, that amdgpu's compute queues
-    (ROCm) bypass the controller.
+    none counts), where /dev/kfd exists, that amdgpu's compute queues (ROCm)
+    bypass the controller, and on Linux 7.x that drm_sched does not run its
+    round-robin policy, which the cgroup order does not extend.
 
     The fixes fit this host: systemd's kernel parameter and steps only where
     systemd booted it, a GRUB edit only where /etc/default/grub exists (else
