@@ -154,8 +154,11 @@
  * jobs on another engine that wait on a queue (a bin job's render job)
  * lend it its band and change nothing, so with no cgroup configured the
  * driver's order is untouched. Whether a loan lifts is decided when the
- * queue is sorted in (it is at every job it starts), so a change of the
- * cgroup's priority reorders its queues within a job. The links into a
+ * queue is sorted in (at every job it starts, and when what it is lent
+ * changes), so a change of the cgroup's priority reorders its queues at
+ * their next job; a queue that runs only on loan, which starts no job
+ * without one, is weighed again only when what it is lent changes (a
+ * limit of this version). The links into a
  * queue are kept in order of what they lend (a tree, and one of those
  * from waiters on its own engine), so that making, dropping or changing
  * one costs O(log n) in the links into its queue, however many waiters a
