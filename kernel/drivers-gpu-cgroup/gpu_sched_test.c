@@ -549,6 +549,16 @@ static struct gst_wait *gst_waits(struct kunit *test, unsigned int n, int low,
 	return waits;
 }
 
+/* How many of the @n waits are still linked. */
+static unsigned int gst_linked(struct gst_wait *waits, unsigned int n)
+{
+	unsigned int i, linked = 0;
+
+	for (i = 0; i < n; i++)
+		linked += !!waits[i].b.to;
+	return linked;
+}
+
 static unsigned int gst_waiters(struct kunit *test, unsigned int n)
 {
 	struct gst *w = test->priv;
@@ -635,16 +645,13 @@ static void gpucg_test_destroy_many_links(struct kunit *test)
 	struct gpucg_engine *target;
 	struct gst_queue *signaller;
 	struct gst_wait *waits;
-	unsigned int i, linked = 0;
 
 	waits = gst_waits(test, 10000, -100, &target, &signaller, &ent, &from);
 	KUNIT_ASSERT_EQ(test, target->nr_boosts, 10000U);
 	gpucg_boost_steps_max = 0;
 	gst_exit(test);
 	KUNIT_EXPECT_LE(test, gpucg_boost_steps_max, GPUCG_EXPIRE_BATCH);
-	for (i = 0; i < 10000; i++)
-		linked += !!waits[i].b.to;
-	KUNIT_EXPECT_EQ(test, linked, 0U);
+	KUNIT_EXPECT_EQ(test, gst_linked(waits, 10000), 0U);
 }
 
 /*
@@ -838,16 +845,13 @@ static void gpucg_test_queue_fini_drops_links(struct kunit *test)
 	struct gpucg_engine *target;
 	struct gst_queue *signaller;
 	struct gst_wait *waits;
-	unsigned int i, linked = 0;
 
 	waits = gst_waits(test, 100, -100, &target, &signaller, &ent, &from);
 	KUNIT_EXPECT_EQ(test, ent->boost, 100);
 	gpucg_boost_steps_max = 0;
 	gpucg_queue_fini(&signaller->q);
 	KUNIT_EXPECT_LE(test, gpucg_boost_steps_max, GPUCG_EXPIRE_BATCH);
-	for (i = 0; i < 100; i++)
-		linked += !!waits[i].b.to;
-	KUNIT_EXPECT_EQ(test, linked, 0U);
+	KUNIT_EXPECT_EQ(test, gst_linked(waits, 100), 0U);
 	KUNIT_EXPECT_EQ(test, target->nr_boosts, 0U);
 	KUNIT_EXPECT_EQ(test, from->nr_boosts_out, 0U);
 	KUNIT_EXPECT_EQ(test, ent->boost, GPUCG_KEY_NONE);
