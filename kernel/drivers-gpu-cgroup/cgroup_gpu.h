@@ -66,6 +66,7 @@ struct gpucg_queue {
 	struct rb_root_cached	boosts_in;
 	struct rb_root_cached	boosts_local;
 	struct list_head	boosts_out;
+	struct list_head	lent_node;
 	int			ctx_prio;
 	int			boost;
 	int			boost_hops;
@@ -155,17 +156,6 @@ struct gpucg_group_ops {
 static inline bool gpucg_queue_is_lent_only(const struct gpucg_queue *q)
 {
 	return q->lent_only;
-}
-
-/**
- * gpucg_queue_was_linked() - whether a wait was ever linked to or from a queue
- * @q: the queue, which its driver no longer links
- *
- * Return: true once gpucg_boost_link() has linked @q, either end.
- */
-static inline bool gpucg_queue_was_linked(const struct gpucg_queue *q)
-{
-	return READ_ONCE(q->linked);
 }
 
 struct lock_class_key;

@@ -123,9 +123,9 @@
  * callback says so, and the engine's first pick after a job started there
  * or a queue of it was synced drops the link), or the waiter stops
  * waiting. The queue alone rises, and only while it is ready: a cgroup's
- * queues are ordered by what is lent to them first, and the entity counts
- * in the band of its first ready queue's loan, if that is higher than its
- * own (its boost); a pick in that band takes that queue. The cgroup's
+ * queues are ordered first by what their loans lift them to (a loan above
+ * the cgroup's band), and the entity counts in the band of its first ready
+ * queue's lift (its boost); a pick in that band takes that queue. The cgroup's
  * other queues stay in their band, and a job that cannot run (it waits on
  * a fence of its own, which the queue may lend to in turn) lifts nothing.
  * On a grouped engine (below) the driver's run queue holds all of a
@@ -154,11 +154,8 @@
  * jobs on another engine that wait on a queue (a bin job's render job)
  * lend it its band and change nothing, so with no cgroup configured the
  * driver's order is untouched. Whether a loan lifts is decided when the
- * queue is sorted in (at every job it starts, and when what it is lent
- * changes), so a change of the cgroup's priority reorders its queues at
- * their next job; a queue that runs only on loan, which starts no job
- * without one, is weighed again only when what it is lent changes (a
- * limit of this version). The links into a
+ * queue is sorted in, and weighed again for every queue lent anything when
+ * the cgroup's priority changes (gpucg_entity_relift()). The links into a
  * queue are kept in order of what they lend (a tree, and one of those
  * from waiters on its own engine), so that making, dropping or changing
  * one costs O(log n) in the links into its queue, however many waiters a
@@ -240,7 +237,12 @@
  * - Engine ids are allocated and freed, per device, so that no id aliases
  *   a live engine's; an engine keeps its device, and the device's state
  *   in every cgroup, until it is destroyed.
- *
+ * - A link reaches only queues that are there: a queue that goes drops
+ *   the links into and out of it (gpucg_queue_fini()) before its engine
+ *   can go, so a loan to another device's job outlives neither that job's
+ *   queue nor the device. A driver finds the queue that holds a job, and
+ *   touches its scheduler, only under a lock that the queue's teardown
+ *   takes (drm_sched: the lookup of entities by fence context).
  * - A loan lifts the queue that holds the job waited for, while it is
  *   ready, and nothing else of its cgroup: a job that waits on something
  *   of its own lifts nothing meanwhile (gpucg_test_loan_lifts_only_its_holder).
@@ -350,6 +352,8 @@ struct gpucg_entity {
 	u64			lend_ns;	/* average delay of a loan */
 	struct list_head	boosts_out;	/* links of its waits, boost lock */
 	unsigned int		nr_boosts_out;	/* boost lock */
+	struct list_head	lent;		/* its queues lent anything */
+	unsigned int		nr_lent;
 	int			key;		/* its band in the parent's tree */
 	int			left_key;	/* the band it left last */
 	bool			active;
@@ -605,6 +609,7 @@ static void gpucg_entity_init(struct gpucg_entity *e, struct gpucg_engine *engin
 	e->run_key = GPUCG_KEY_NONE;
 	e->await_key = GPUCG_KEY_NONE;
 	INIT_LIST_HEAD(&e->boosts_out);
+	INIT_LIST_HEAD(&e->lent);
 	INIT_LIST_HEAD(&e->engine_node);
 	INIT_LIST_HEAD(&e->expect_node);
 	RB_CLEAR_NODE(&e->node);
@@ -874,6 +879,20 @@ static bool gpucg_entity_reboost(struct gpucg_entity *e, u64 now)
 	return held;
 }
 
+/*
+ * Sorts @q, taken out of @ent's ready queues, in again; if what its loan
+ * lifts it to changed meanwhile (its cgroup's priority did) and the first
+ * queue's lift is not the entity's boost any more, re-sorts the entity.
+ * Engine lock held.
+ */
+static void gpucg_queue_requeue(struct gpucg_queue *q, struct gpucg_entity *ent,
+				u64 now)
+{
+	gpucg_queue_insert(q, ent);
+	if (gpucg_first_queue(ent)->lift != ent->boost)
+		gpucg_entity_reboost(ent, now);
+}
+
 /* Adds @ns of GPU time (@sub: takes it back) to the vtimes of @e's path. */
 static void gpucg_entity_account(struct gpucg_entity *e, u64 ns, bool sub)
 {
@@ -947,6 +966,7 @@ static void gpucg_boost_unlock_irqrestore(unsigned long flags)
 
 static bool gpucg_boost_update(struct gpucg_queue *q, int *budget);
 static bool gpucg_queue_activate(struct gpucg_queue *q, u64 now);
+static void gpucg_queue_bind(struct gpucg_queue *q);
 
 /* Orders the links into a queue: the highest priority, then fewest hops. */
 static bool gpucg_boost_less(struct rb_node *a, const struct rb_node *b)
@@ -1011,20 +1031,24 @@ static void gpucg_boost_pass(struct gpucg_queue *q, int *budget)
 }
 
 /*
- * Sets what @q is lent. An active queue is re-sorted among its cgroup's, and
- * the cgroup's entity takes the lift of its first; a queue that runs only
- * on loan (gpucg_queue_init_lent()) is active only while it is lent above
- * its cgroup's band and its driver says it is ready. Engine lock held.
- * Return: whether a loan came that the engine was holding work for.
+ * Weighs what @q is lent against its cgroup's band, after a change of
+ * either: an active queue is re-sorted among its cgroup's, and the
+ * cgroup's entity takes the lift of its first; a queue that runs only on
+ * loan (gpucg_queue_init_lent()) is active only while it is lent above its
+ * cgroup's band and its driver says it is ready. Engine lock held; writes
+ * nothing of the loan itself. Return: whether a loan came that the engine
+ * was holding work for.
  */
-static bool gpucg_queue_reboost(struct gpucg_queue *q, int boost, int hops,
-				u64 now)
+static bool gpucg_queue_relift(struct gpucg_queue *q, u64 now)
 {
-	struct gpucg_entity *ent = q->ent;
-	bool lifts = boost > READ_ONCE(ent->prio);
+	struct gpucg_entity *ent;
+	bool lifts;
 
-	WRITE_ONCE(q->boost, boost);
-	q->boost_hops = hops;
+	/* the band a loan is weighed against is the owner's cgroup's now */
+	if (q->lent_only && !q->active)
+		gpucg_queue_bind(q);
+	ent = q->ent;
+	lifts = q->boost > READ_ONCE(ent->prio);
 	if (q->lent_only && q->active && !lifts) {
 		gpucg_queue_deactivate(q, now);
 		return false;
@@ -1035,6 +1059,28 @@ static bool gpucg_queue_reboost(struct gpucg_queue *q, int boost, int hops,
 	rb_erase_cached(&q->node, &ent->queues);
 	gpucg_queue_insert(q, ent);
 	return gpucg_entity_reboost(ent, now);
+}
+
+/*
+ * Sets what @q is lent, @boost (through @hops links), and weighs it
+ * (gpucg_queue_relift()). Boost lock and engine lock held: both guard
+ * @q's boost. Return: as gpucg_entity_reboost().
+ */
+static bool gpucg_queue_reboost(struct gpucg_queue *q, int boost, int hops,
+				u64 now)
+{
+	struct gpucg_entity *ent = q->ent;
+
+	if (boost != GPUCG_KEY_NONE && list_empty(&q->lent_node)) {
+		list_add_tail(&q->lent_node, &ent->lent);
+		ent->nr_lent++;
+	} else if (boost == GPUCG_KEY_NONE && !list_empty(&q->lent_node)) {
+		list_del_init(&q->lent_node);
+		ent->nr_lent--;
+	}
+	WRITE_ONCE(q->boost, boost);
+	q->boost_hops = hops;
+	return gpucg_queue_relift(q, now);
 }
 
 /*
@@ -1354,6 +1400,7 @@ static void gpucg_queue_clear(struct gpucg_queue *q)
 	q->boosts_in = RB_ROOT_CACHED;
 	q->boosts_local = RB_ROOT_CACHED;
 	INIT_LIST_HEAD(&q->boosts_out);
+	INIT_LIST_HEAD(&q->lent_node);
 	q->boost = GPUCG_KEY_NONE;
 	q->boost_local = GPUCG_KEY_NONE;
 	q->lift = GPUCG_KEY_NONE;
@@ -1561,6 +1608,7 @@ void gpucg_sched_pool_free(struct gpucg_pool *pool)
 		spin_unlock_irqrestore(&ent->engine->lock, flags);
 		WARN_ON_ONCE(ent->active || ent->inflight ||
 			     !list_empty(&ent->boosts_out) ||
+			     !list_empty(&ent->lent) ||
 			     !RB_EMPTY_ROOT(&ent->queues.rb_root) ||
 			     !RB_EMPTY_ROOT(&ent->children.rb_root));
 		list_del(&ent->engine_node);
@@ -1579,6 +1627,33 @@ bool gpucg_device_schedules(struct gpucg_device *dev)
 		if (engine->schedules)
 			return true;
 	return false;
+}
+
+/*
+ * Weighs the loans of @e's queues against its priority again, after a
+ * change of it: whether each lifts its queue, and so the queue's place and
+ * whether one that runs only on loan is active. GPUCG_EXPIRE_BATCH queues
+ * at a time, with interrupts on in between.
+ */
+static void gpucg_entity_relift(struct gpucg_entity *e)
+{
+	struct gpucg_queue *q;
+	unsigned int left, n;
+	unsigned long flags;
+
+	spin_lock_irqsave(&e->engine->lock, flags);
+	for (left = e->nr_lent; left && !list_empty(&e->lent);) {
+		for (n = 0; n < GPUCG_EXPIRE_BATCH && left &&
+		     !list_empty(&e->lent); n++, left--) {
+			q = list_first_entry(&e->lent, struct gpucg_queue,
+					     lent_node);
+			list_move_tail(&q->lent_node, &e->lent);
+			gpucg_queue_relift(q, gpucg_now());
+		}
+		spin_unlock_irqrestore(&e->engine->lock, flags);
+		spin_lock_irqsave(&e->engine->lock, flags);
+	}
+	spin_unlock_irqrestore(&e->engine->lock, flags);
 }
 
 /*
@@ -1607,6 +1682,7 @@ void gpucg_sched_rekey(struct gpucg *cg)
 				WRITE_ONCE(ent->prio, prio);
 				gpucg_entity_update(ent, gpucg_now());
 				spin_unlock_irqrestore(&ent->engine->lock, flags);
+				gpucg_entity_relift(ent);
 				gpucg_boost_refresh(ent);
 			}
 		}
@@ -1868,7 +1944,8 @@ EXPORT_SYMBOL_GPL(gpucg_queue_init);
  * cgroup's run queue (gpucg_client_group()) and lets its own policy order
  * it there: the same queue, seen by the core apart, so that a wait on its
  * job can lift it alone (gpucg_boost_link()). It is active only while it
- * is lent and its driver says it is ready (gpucg_queue_sync()); a pick
+ * is lent above its cgroup's band and its driver says it is ready
+ * (gpucg_queue_sync()); a pick
  * that offers it lends its cgroup's band to nothing else. Its jobs start
  * and are charged through its cgroup's run queue.
  *
@@ -1886,12 +1963,15 @@ int gpucg_queue_init_lent(struct gpucg_queue *q, struct gpucg_engine *engine,
 EXPORT_SYMBOL_GPL(gpucg_queue_init_lent);
 
 /**
- * gpucg_queue_lent() - whether a wait lends a queue a priority now
- * @q: the queue
+ * gpucg_queue_lent() - whether a wait lends a queue a priority
+ * @q: the queue, set up
  *
- * A hint, without the core's locks: for a driver that tells the core of a
- * queue that runs only on loan (gpucg_queue_init_lent()) only while it is
- * lent, from a context where it cannot (a fence callback), and defers it.
+ * A hint, without the core's locks: for a driver that tells the core
+ * whether a queue that runs only on loan (gpucg_queue_init_lent()) is
+ * ready only while it is lent, from a context where it cannot (a fence
+ * callback), and defers it. Whether the loan lifts the queue does not
+ * matter: a change of its cgroup's priority may make it lift, and the core
+ * then needs to know whether the queue is ready.
  *
  * Context: any context.
  */
@@ -1902,28 +1982,60 @@ bool gpucg_queue_lent(const struct gpucg_queue *q)
 EXPORT_SYMBOL_GPL(gpucg_queue_lent);
 
 /*
- * Moves an inactive @q to the entity of its client's cgroup. If the entity
- * is missing (its allocation failed), the queue stays where it was.
+ * The entity of the cgroup that owns @q's client now, if that is not the
+ * one @q is in and it exists (its allocation may have failed). Under RCU.
+ */
+static struct gpucg_entity *gpucg_queue_moved(struct gpucg_queue *q,
+					      struct gpucg **cg)
+{
+	struct gpucg_entity *ent;
+
+	if (!q->client)
+		return NULL;
+	*cg = rcu_dereference(q->client->cg);
+	if (*cg == q->cg)
+		return NULL;
+	ent = gpucg_entity_find(*cg, q->engine);
+	return ent != q->ent ? ent : NULL;
+}
+
+/*
+ * Moves an inactive @q to the entity of its client's cgroup, with its place
+ * among the entity's queues that are lent something. If the entity is
+ * missing (its allocation failed), the queue stays where it was. Engine
+ * lock held.
  */
 static void gpucg_queue_bind(struct gpucg_queue *q)
 {
 	struct gpucg_entity *ent;
 	struct gpucg *cg;
 
-	if (!q->client)
-		return;
 	rcu_read_lock();
-	cg = rcu_dereference(q->client->cg);
-	if (cg != q->cg) {
-		ent = gpucg_entity_find(cg, q->engine);
-		/* the client may drop its reference on @cg right now */
-		if (ent && css_tryget(&cg->css)) {
-			css_put(&q->cg->css);
-			q->cg = cg;
-			q->ent = ent;
+	ent = gpucg_queue_moved(q, &cg);
+	/* the client may drop its reference on @cg right now */
+	if (ent && css_tryget(&cg->css)) {
+		css_put(&q->cg->css);
+		if (!list_empty(&q->lent_node)) {
+			list_move_tail(&q->lent_node, &ent->lent);
+			q->ent->nr_lent--;
+			ent->nr_lent++;
 		}
+		q->cg = cg;
+		q->ent = ent;
 	}
 	rcu_read_unlock();
+}
+
+/* Whether active @q's owner moved to a cgroup it can follow. */
+static bool gpucg_queue_follows(struct gpucg_queue *q)
+{
+	struct gpucg *cg;
+	bool moved;
+
+	rcu_read_lock();
+	moved = gpucg_queue_moved(q, &cg);
+	rcu_read_unlock();
+	return moved;
 }
 
 /*
@@ -1938,6 +2050,9 @@ static bool gpucg_queue_activate(struct gpucg_queue *q, u64 now)
 
 	gpucg_queue_bind(q);
 	ent = q->ent;
+	/* one that runs on loan only while the loan lifts it */
+	if (q->lent_only && q->boost <= READ_ONCE(ent->prio))
+		return false;
 	first = gpucg_first_queue(ent);
 	/* a queue idle for a while gets no credit among its cgroup's */
 	if (vtime_before(q->vtime, first ? first->vtime : ent->qvclock))
@@ -2001,7 +2116,8 @@ static void gpucg_queue_deactivate(struct gpucg_queue *q, u64 now)
  * it waited on signalled) or not ready (its last work was taken). Because
  * @ready runs under the same lock as gpucg_queue_pick(), a wake-up cannot
  * be lost between the two. A queue that runs only on loan
- * (gpucg_queue_init_lent()) is active while it is ready and lent.
+ * (gpucg_queue_init_lent()) is active while it is ready and lent above its
+ * cgroup's band.
  *
  * Context: any context; @ready must not sleep.
  */
@@ -2020,11 +2136,13 @@ void gpucg_queue_sync(struct gpucg_queue *q,
 	r = ready(q);
 	if (q->lent_only) {
 		q->ready = r;
+		/* weighed against the band of its owner's cgroup now */
+		if (!q->active)
+			gpucg_queue_bind(q);
 		r = r && q->boost > READ_ONCE(q->ent->prio);
 	}
 	/* an owner that moved takes a ready queue along */
-	if (r && q->active && q->client &&
-	    rcu_access_pointer(q->client->cg) != q->cg)
+	if (r && q->active && gpucg_queue_follows(q))
 		gpucg_queue_deactivate(q, gpucg_now());
 	if (r && !q->active)
 		gpucg_queue_activate(q, gpucg_now());
@@ -2322,7 +2440,7 @@ static u64 gpucg_hold(struct gpucg_engine *engine, struct gpucg_queue *q,
 	 * lend it its band, and that alone must not stop it being held.
 	 */
 	struct gpucg_entity *e = q->ent;
-	int lent = q->boost > e->prio ? q->boost : q->boost_local;
+	int lent = q->lift != GPUCG_KEY_NONE ? q->lift : q->boost_local;
 	struct gpucg_entity *a, *tmp;
 	u64 until, wait, hold = U64_MAX;
 	bool deep;
@@ -2480,8 +2598,7 @@ void gpucg_queue_start(struct gpucg_queue *q, struct gpucg_ticket *t)
 	spin_lock_irqsave(&q->engine->lock, flags);
 	now = gpucg_now();
 	/* an owner that moved takes even a queue that never idles along */
-	if (q->active && q->client &&
-	    rcu_access_pointer(q->client->cg) != q->cg) {
+	if (q->active && gpucg_queue_follows(q)) {
 		gpucg_queue_deactivate(q, now);
 		gpucg_queue_activate(q, now);
 	} else if (!q->active) {
@@ -2517,7 +2634,7 @@ void gpucg_queue_start(struct gpucg_queue *q, struct gpucg_ticket *t)
 		ent->qvclock = q->vtime;
 	ent->self_vtime += t->est_ns;
 	if (q->active)
-		gpucg_queue_insert(q, ent);
+		gpucg_queue_requeue(q, ent, now);
 	spin_unlock_irqrestore(&q->engine->lock, flags);
 
 	for (pool = ent->pool; pool && wait; pool = pool->parent)
@@ -2625,7 +2742,7 @@ void gpucg_queue_charge(struct gpucg_queue *q, u64 ns)
 		rb_erase_cached(&q->node, &ent->queues);
 	q->vtime += ns;
 	if (q->active)
-		gpucg_queue_insert(q, ent);
+		gpucg_queue_requeue(q, ent, gpucg_now());
 	spin_unlock_irqrestore(&q->engine->lock, flags);
 	gpucg_usage_add(ent, ns);
 	gpucg_entity_unpin(ent);

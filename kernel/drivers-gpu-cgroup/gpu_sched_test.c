@@ -836,6 +836,50 @@ static void gpucg_test_loan_of_own_band_reorders_nothing(struct kunit *test)
 }
 
 /*
+ * A loan that did not lift its queue (the holder's cgroup was above it)
+ * lifts it once that cgroup's priority drops below the loan, with no job
+ * of the queue in between (one that runs only on loan starts none without
+ * it): the queue comes up, and a pick takes it before a cgroup at 0.
+ */
+static void gpucg_test_priority_change_relifts(struct kunit *test)
+{
+	struct gst *w = test->priv;
+	struct gst_bands b = gst_bands(w);
+	struct gpucg *top = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 200);
+	struct gst_queue *busy = gst_queue(w, b.engine, b.mid);
+	struct gst_queue *waiter = gst_queue(w, b.other, b.high);
+	struct gst_queue *lent = gst_queue(w, b.engine, NULL);
+	struct gst_wait *wait = kunit_kzalloc(test, sizeof(*wait), GFP_KERNEL);
+	struct gpucg_entity *ent;
+	struct gpucg_queue *q;
+	u64 retry;
+
+	KUNIT_ASSERT_NOT_NULL(test, wait);
+	gpucg_queue_fini(&lent->q);
+	lent->client = gpucg_client_new(w->dev, top);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, lent->client);
+	KUNIT_ASSERT_EQ(test, gpucg_queue_init_lent(&lent->q, b.engine,
+						    lent->client), 0);
+	gst_sync(busy, true);
+	gst_sync(lent, true);
+	gpucg_boost_link(&wait->b, &waiter->q, &lent->q, gst_wait_done);
+	KUNIT_EXPECT_FALSE(test, lent->q.active);
+	/* lent, if not lifted: its driver keeps saying whether it is ready */
+	KUNIT_EXPECT_TRUE(test, gpucg_queue_lent(&lent->q));
+	/* as gpu_priority_write() of -100 */
+	WRITE_ONCE(top->priority, -100);
+	gpucg_sched_rekey(top);
+	ent = gpucg_entity_find(top, b.engine);
+	KUNIT_EXPECT_EQ(test, ent->prio, -100);
+	KUNIT_EXPECT_TRUE(test, lent->q.active);
+	q = gpucg_queue_pick(b.engine, gst_take, NULL, &retry);
+	KUNIT_EXPECT_PTR_EQ(test, q, &lent->q);
+	gpucg_boost_unlink(&wait->b);
+	KUNIT_EXPECT_FALSE(test, lent->q.active);
+	KUNIT_EXPECT_EQ(test, ent->nr_lent, 0U);
+}
+
+/*
  * A queue that goes drops the links into it and out of it: nothing of the
  * loan is left on the engine, and nothing points at the queue.
  */
@@ -870,6 +914,7 @@ static struct kunit_case gpucg_sched_cases[] = {
 	KUNIT_CASE(gpucg_test_loan_lifts_only_its_holder),
 	KUNIT_CASE(gpucg_test_lent_queue),
 	KUNIT_CASE(gpucg_test_loan_of_own_band_reorders_nothing),
+	KUNIT_CASE(gpucg_test_priority_change_relifts),
 	KUNIT_CASE(gpucg_test_queue_fini_drops_links),
 	KUNIT_CASE(gpucg_test_deterministic),
 	{}

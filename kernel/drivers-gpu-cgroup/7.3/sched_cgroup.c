@@ -690,9 +690,9 @@ void drm_sched_entity_gpucg_woken(struct drm_sched_entity *entity)
 	}
 	rcu_read_unlock();
 	/*
-	 * Set up before the entity's first job, whose dependency this was;
-	 * a stopped entity is going (drm_sched_entity_gpucg_fini() waits for
-	 * this callback to have queued its work or not).
+	 * Set up before the entity's first job, whose dependency this was; a
+	 * stopped entity is going (drm_sched_entity_gpucg_fini() disables the
+	 * work, which a call from here then no longer queues).
 	 */
 	rq = READ_ONCE(entity->rq);
 	if (grq && entity->gpucg_client && !READ_ONCE(entity->stopped) &&
@@ -776,15 +776,15 @@ static void drm_sched_gpucg_lend(struct drm_sched_entity *entity,
 				 drm_sched_gpucg_wait_done);
 		/* the core knows whether it is ready only while it is lent */
 		gpucg_queue_sync(&holder->gpucg, drm_sched_gpucg_entity_ready);
+		/*
+		 * The job's scheduler outlives the holder, which leaves the
+		 * xarray only at its teardown: after the unlock the job may
+		 * be done, the holder gone and the scheduler torn down (its
+		 * device unplugged), so it is woken here.
+		 */
+		drm_sched_wakeup(s_fence->sched);
 	}
 	xa_unlock(&drm_sched_gpucg_entities);
-	/*
-	 * A job not yet handed to the hardware still has its scheduler as
-	 * long as its driver tears entities down before their scheduler, as
-	 * drm_sched_fini() and the scheduler's own fence callbacks assume.
-	 */
-	if (holder)
-		drm_sched_wakeup(s_fence->sched);
 }
 
 /**
@@ -822,6 +822,25 @@ void drm_sched_entity_gpucg_unwait(struct drm_sched_entity *entity)
 	drm_sched_gpucg_unlend(&entity->gpucg_wait);
 }
 
+/*
+ * Whether the job of @s_fence is held by an entity that a wait can lend
+ * to (on a scheduler that orders cgroups). Looked up rather than read from
+ * @s_fence->sched: the job may be done meanwhile, its entity gone and its
+ * scheduler, another device's, torn down.
+ */
+static bool drm_sched_gpucg_held(struct drm_sched_fence *s_fence)
+{
+	u64 context = s_fence->scheduled.context;
+	struct drm_sched_entity *holder;
+	bool held;
+
+	xa_lock(&drm_sched_gpucg_entities);
+	holder = xa_load(&drm_sched_gpucg_entities, (unsigned long)context);
+	held = holder && holder->fence_context == context;
+	xa_unlock(&drm_sched_gpucg_entities);
+	return held;
+}
+
 /**
  * drm_sched_job_gpucg_lender - the fence a job lends to once it is queued
  * @job: an armed job, not yet pushed
@@ -856,7 +875,7 @@ struct dma_fence *drm_sched_job_gpucg_lender(struct drm_sched_job *job)
 		if (fence->context == context || fence->context == context + 1)
 			continue;
 		s_fence = drm_sched_gpucg_lendable(fence);
-		if (!s_fence || !drm_sched_gpucg_grouped(s_fence->sched))
+		if (!s_fence || !drm_sched_gpucg_held(s_fence))
 			continue;
 		if (s_fence->drm_client_id == client_id) {
 			same = true;
@@ -927,14 +946,14 @@ void drm_sched_entity_gpucg_fini(struct drm_sched_entity *entity)
 		xa_cmpxchg(&drm_sched_gpucg_entities,
 			   (unsigned long)entity->fence_context, entity, NULL, 0);
 		/*
-		 * The entity is stopped: a fence callback that found it lent
-		 * before has queued its work by the end of a grace period
-		 * (callbacks run with interrupts off), and none queues it
-		 * after. Only an entity ever lent can have it queued.
+		 * A fence callback of an entity ever lent may still be in
+		 * drm_sched_entity_gpucg_woken() (the entity no longer knows
+		 * the fence): callbacks run with interrupts off, so a grace
+		 * period waits it out. The work, disabled, is not queued again.
 		 */
-		if (gpucg_queue_was_linked(&entity->gpucg))
+		if (READ_ONCE(entity->gpucg.linked))
 			synchronize_rcu();
-		cancel_work_sync(&entity->gpucg_lent_work);
+		disable_work_sync(&entity->gpucg_lent_work);
 	}
 	gpucg_queue_fini(&entity->gpucg);
 	if (entity->rq)

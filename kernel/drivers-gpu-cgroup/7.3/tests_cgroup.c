@@ -806,6 +806,53 @@ static void drm_sched_cgroup_lender(struct kunit *test)
 	cg_teardown(test, entities, ARRAY_SIZE(entities), scheds, ARRAY_SIZE(scheds));
 }
 
+/*
+ * A loan in place when the entity that holds the job goes with the job
+ * still queued (a process killed, a device unplugged): its teardown
+ * cancels the job and drops the loan, so the waiter runs and nothing
+ * points at the entity that went (KASAN would see a touch of it).
+ */
+static void drm_sched_cgroup_loan_outlives_holder(struct kunit *test)
+{
+	struct gpucg_client *clients[CG_LENDER_CLIENTS] = {};
+	struct drm_mock_sched_entity *entities[2];
+	struct drm_mock_scheduler *scheds[2];
+	struct drm_mock_sched_job *job, *waiter;
+	struct gpucg_device *dev;
+	struct dma_fence *fence;
+
+	dev = cg_setup(test, scheds, ARRAY_SIZE(scheds), 1);
+	/* the waiter's at 100, the holder's at 0 */
+	clients[0] = cg_client_new(test, dev, "p100");
+	clients[1] = cg_client_new(test, dev, "w100");
+	test->priv = clients;
+	entities[0] = cg_entity_new(test, scheds[0], clients[0], false);
+	entities[1] = cg_entity_new(test, scheds[1], clients[1], false);
+	job = cg_lender_job(test, entities[1], 1);
+	waiter = cg_lender_job(test, entities[0], 0);
+	/* the holder's scheduler runs nothing: its job stays queued */
+	cg_stop(test, scheds[1]);
+	kunit_activate_static_stub(test, drm_file_gpucg_client, cg_lender_file_client);
+	fence = drm_mock_sched_job_submit_get_finished(job);
+	KUNIT_ASSERT_EQ(test, drm_sched_job_add_dependency(&waiter->base,
+							   dma_fence_get(fence)), 0);
+	drm_mock_sched_job_submit(waiter);
+	kunit_deactivate_static_stub(test, drm_file_gpucg_client);
+	KUNIT_EXPECT_PTR_EQ(test, entities[0]->base.gpucg_head.boost.to,
+			    &entities[1]->base.gpucg);
+
+	/* as a killed process's teardown, once its flush has given up */
+	kunit_remove_action(test, cg_entity_free, entities[1]);
+	drm_sched_entity_fini(&entities[1]->base);
+	KUNIT_EXPECT_NULL(test, entities[0]->base.gpucg_head.boost.to);
+	KUNIT_EXPECT_GT(test, dma_fence_wait_timeout(fence, false, HZ), 0);
+	KUNIT_EXPECT_LT(test, fence->error, 0);
+	KUNIT_EXPECT_TRUE(test, drm_mock_sched_job_wait_finished(waiter, HZ));
+	dma_fence_put(fence);
+	cg_start(test, scheds[1]);
+	cg_teardown(test, entities, 1, scheds, ARRAY_SIZE(scheds));
+}
+
 static struct kunit_case drm_sched_cgroup_tests[] = {
 	KUNIT_CASE_PARAM_ATTR(drm_sched_cgroup_weights, cg_weight_gen_params,
 			      { .speed = KUNIT_SPEED_SLOW }),
@@ -818,6 +865,7 @@ static struct kunit_case drm_sched_cgroup_tests[] = {
 	KUNIT_CASE_SLOW(drm_sched_cgroup_priority_inside),
 	KUNIT_CASE(drm_sched_cgroup_karma),
 	KUNIT_CASE(drm_sched_cgroup_lender),
+	KUNIT_CASE(drm_sched_cgroup_loan_outlives_holder),
 	{}
 };
 
