@@ -206,8 +206,10 @@ def prio_waits(top: Cgroup, node: Path, n: int = 60) -> list[float]:
     high = top.child("prio-high")
     for g in (*lows, high):
         g.create()
-    top.set_priority(1000)  # else it clamps its children to its own 0
+    top.set_priority(1000)  # else it clamps its children to its default 0
     high.set_priority(100)
+    for g in lows:  # unset, they would inherit top's 1000
+        g.set_priority(0)
     loads = [Load(node, g.path, JOB_NS, depth=3) for g in lows]
     waits = []
     try:
@@ -260,8 +262,10 @@ def band_change(top: Cgroup, node: Path) -> tuple[float, float]:
     high, early, late = (top.child(f"band-{n}") for n in ("high", "early", "late"))
     for g in (high, early, late):
         g.create()
-    top.set_priority(1000)  # else it clamps its children to its own 0
+    top.set_priority(1000)  # else it clamps its children to its default 0
     high.set_priority(100)
+    early.set_priority(0)  # unset, they would inherit top's 1000
+    late.set_priority(0)
     early.set_weight(100)
     late.set_weight(100)
     loads: list[Load] = []

@@ -188,6 +188,7 @@ def inversion_rate(top: Cgroup, name: str, wait_node: Path, signal_node: Path,
     base.set_priority(1000)
     high.set_priority(100)
     low.set_priority(signal_prio)
+    mid.set_priority(0)  # unset, it would inherit base's 1000
     procs: list[ClientProcess] = []
     done = 0
     try:

@@ -2,7 +2,7 @@
 kernel/cgroup/gpu.c and lib/kstrtox.c, not from pycgpu's parsers: what a
 write to gpu.weight, gpu.priority or gpu.memory.max does (the errno it
 fails with, or the state it leaves) and the canonical text each file reads
-back as.
+back as; and gpu.priority.effective from the priorities on a path.
 
 It is the independent reference of three tiers: the fuzz on the real kernel
 (tests/vm/test_robust_fuzz.py, 100,000 writes) and the table recorded from
@@ -92,13 +92,35 @@ def size(s: bytes) -> int:
     return v
 
 
-class Model:
-    """The knobs of one cgroup as kernel/cgroup/gpu.c keeps them."""
+PRIO_UNSET = b"default"
 
-    def __init__(self, devices: dict[tuple[int, int], bool]) -> None:
+
+def effective(priorities: list[int | None]) -> int:
+    """gpu.priority.effective of a group from the gpu.priority of the groups
+    on its path below the root, the top-level group first and the group
+    last (None: unset, it reads ``default``), as gpucg_priority_effective()
+    computes it: the minimum of the priorities set, and of 0 when the
+    top-level group's is unset (the root imposes no clamp)."""
+    prio = 1023
+    for p in priorities:
+        if p is not None:
+            prio = min(prio, p)
+    if priorities[0] is None:
+        prio = min(prio, 0)
+    return prio
+
+
+class Model:
+    """The knobs of one cgroup as kernel/cgroup/gpu.c keeps them. @unset:
+    the kernel has gpu.priority's ``default`` (issue 37 item 10: a new
+    group's priority is unset, and a write of ``default`` unsets it);
+    False: a kernel before it (a new group's is 0, ``default`` is EINVAL)."""
+
+    def __init__(self, devices: dict[tuple[int, int], bool], unset: bool = True) -> None:
         self.devices = devices  # key -> schedules
         self.default, self.weights = 100, {}
-        self.priority = 0
+        self.unset = unset
+        self.priority: int | None = None if unset else 0  # None: unset
         self.mem: dict[tuple[int, int], int] = {}
 
     def write(self, name: str, data: bytes) -> None:
@@ -126,7 +148,11 @@ class Model:
             else:
                 self.weights.pop(dev, None)
         elif name == "gpu.priority":
-            v = kstrtoll(text.strip(b" \t\n\r\v\f\xa0"), 32)  # strstrip(): isspace()
+            text = text.strip(b" \t\n\r\v\f\xa0")  # strstrip(): isspace()
+            if self.unset and text == PRIO_UNSET:  # strcmp(): exactly
+                self.priority = None
+                return
+            v = kstrtoll(text, 32)
             if not -1023 <= v <= 1023:
                 raise Refused(errno.ERANGE)
             self.priority = v
@@ -146,18 +172,20 @@ class Model:
             return f"default {self.default}\n" + "".join(
                 f"{d[0]}:{d[1]} {self.weights[d]}\n" for d in self.devices if d in self.weights)
         if name == "gpu.priority":
-            return f"{self.priority}\n"
+            return ("default" if self.priority is None else str(self.priority)) + "\n"
         return "".join(f"{d[0]}:{d[1]} " + ("max" if v == U64_MAX else str(v)) + "\n"
                        for d, v in self.read(name).items())  # type: ignore[union-attr]
 
     def load(self, name: str, text: str) -> None:
         """Take the state @text (a file's canonical text) shows."""
-        got = parse_back(name, text) if text else None
-        if name == "gpu.weight" and got is not None:
+        if not text:
+            return
+        got = parse_back(name, text)
+        if name == "gpu.weight":
             self.default, self.weights = got  # type: ignore[misc]
-        elif name == "gpu.priority" and got is not None:
+        elif name == "gpu.priority":
             self.priority = got  # type: ignore[assignment]
-        elif got is not None:
+        else:
             self.mem = {d: v for d, v in got.items() if v != U64_MAX}  # type: ignore[union-attr]
 
     def read(self, name: str) -> object:
@@ -182,7 +210,7 @@ def parse_back(name: str, text: str) -> object:
         return (int(first[1]), devs)
     if name == "gpu.priority":
         assert len(lines) == 1
-        return int(lines[0])
+        return None if lines[0] == "default" else int(lines[0])
     out = {}
     for line in lines:
         key, v = line.split(" ")
@@ -231,10 +259,11 @@ def value(rng: random.Random, name: str, devs: list[tuple[int, int]]) -> bytes:
 def table_state(name: str, text: str, devs: dict[tuple[int, int], str]) -> object:
     """The state a file's text shows, in the terms of the table recorded from
     the kernel (tests/host/fixtures/kernel_writes.json): devices named by
-    @devs (``{sched}``, ``{nosched}``), others left out, ``max`` for no limit."""
+    @devs (``{sched}``, ``{nosched}``), others left out, ``max`` for no limit,
+    ``default`` for an unset priority."""
     got = parse_back(name, text)
     if name == "gpu.priority":
-        return got
+        return "default" if got is None else got
     if name == "gpu.weight":
         default, per = got  # type: ignore[misc]
         return {"default": default, **{devs[d]: w for d, w in per.items() if d in devs}}

@@ -63,6 +63,8 @@ def main() -> int:
         b.set_weight(300)
         demo.set_priority(500)
         vip.set_priority(200)
+        a.set_priority(0)  # unset, the teams would inherit pycgpu-demo's 500
+        b.set_priority(0)
 
         step("two containers share the GPU 1:3 (gpu.weight 100 and 300)")
         loads = [Load(node, cg.path, JOB_NS) for cg in (a, b)]

@@ -17,10 +17,13 @@
  *
  * gpu.priority orders work strictly: runnable work of a higher effective
  * priority runs before lower. The scale is i915's context priority scale,
- * [-1023, 1023], default 0. The effective priority of a cgroup is the minimum
- * of its own and that of its ancestors (the root imposes no clamp), so a
- * delegated subtree can lower its priority but never raise it; it is shown
- * in gpu.priority.effective.
+ * [-1023, 1023]. A new cgroup's priority is unset, read and written as
+ * "default": it inherits its parent's effective priority, and a top-level
+ * cgroup's is 0. A set priority takes effect up to the parent's effective
+ * one (the root imposes no clamp), so a delegated subtree can lower its
+ * priority but never raise it, and a priority given to a container's cgroup
+ * reaches the cgroups it makes. The result is shown in
+ * gpu.priority.effective.
  *
  * GPU time is divided by the scheduling core in gpu_sched.c, which the
  * drivers' schedulers consult, and reported in gpu.stat, per device:
@@ -81,13 +84,24 @@ DEFINE_MUTEX(gpucg_mutex);
 static DEFINE_XARRAY_ALLOC(gpucg_devices);
 struct gpucg gpucg_root;
 
-/* Returns the effective priority of @cg: the minimum along its path. */
+/*
+ * Returns the effective priority of @cg: the minimum of the priorities set
+ * on its path, where an unset one inherits its parent's effective priority
+ * and a top-level cgroup's unset one is GPUCG_PRIO_DFL. Lockless: a
+ * concurrent write is seen or not.
+ */
 int gpucg_priority_effective(struct gpucg *cg)
 {
-	int prio = GPUCG_PRIO_MAX;
+	int prio = GPUCG_PRIO_MAX, own = GPUCG_PRIO_DFL;
 
-	for (; cg && cg != &gpucg_root; cg = gpucg_parent(cg))
-		prio = min(prio, READ_ONCE(cg->priority));
+	for (; cg && cg != &gpucg_root; cg = gpucg_parent(cg)) {
+		own = READ_ONCE(cg->priority);
+		if (own != GPUCG_PRIO_UNSET)
+			prio = min(prio, own);
+	}
+	/* @own is now the top-level cgroup's */
+	if (own == GPUCG_PRIO_UNSET)
+		prio = min(prio, GPUCG_PRIO_DFL);
 	return prio;
 }
 
@@ -336,6 +350,7 @@ gpucg_css_alloc(struct cgroup_subsys_state *parent_css)
 			return ERR_PTR(-ENOMEM);
 	}
 	cg->weight = CGROUP_WEIGHT_DFL;
+	cg->priority = GPUCG_PRIO_UNSET;
 	xa_init(&cg->pools);
 	return &cg->css;
 }
@@ -487,21 +502,32 @@ static ssize_t gpu_weight_write(struct kernfs_open_file *of, char *buf,
 
 static int gpu_priority_show(struct seq_file *sf, void *v)
 {
-	seq_printf(sf, "%d\n", READ_ONCE(css_gpucg(seq_css(sf))->priority));
+	int prio = READ_ONCE(css_gpucg(seq_css(sf))->priority);
+
+	if (prio == GPUCG_PRIO_UNSET)
+		seq_puts(sf, GPUCG_DEFAULT_STR "\n");
+	else
+		seq_printf(sf, "%d\n", prio);
 	return 0;
 }
 
+/* "N" in [GPUCG_PRIO_MIN, GPUCG_PRIO_MAX], or "default" to unset it */
 static ssize_t gpu_priority_write(struct kernfs_open_file *of, char *buf,
 				  size_t nbytes, loff_t off)
 {
 	struct gpucg *cg = css_gpucg(of_css(of));
 	int prio, ret;
 
-	ret = kstrtoint(strstrip(buf), 10, &prio);
-	if (ret)
-		return ret;
-	if (prio < GPUCG_PRIO_MIN || prio > GPUCG_PRIO_MAX)
-		return -ERANGE;
+	buf = strstrip(buf);
+	if (!strcmp(buf, GPUCG_DEFAULT_STR)) {
+		prio = GPUCG_PRIO_UNSET;
+	} else {
+		ret = kstrtoint(buf, 10, &prio);
+		if (ret)
+			return ret;
+		if (prio < GPUCG_PRIO_MIN || prio > GPUCG_PRIO_MAX)
+			return -ERANGE;
+	}
 	WRITE_ONCE(cg->priority, prio);
 	gpucg_sched_rekey(cg);
 	return nbytes;

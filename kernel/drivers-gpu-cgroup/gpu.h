@@ -10,6 +10,7 @@
 #include <linux/cgroup.h>
 #include <linux/idr.h>
 #include <linux/kref.h>
+#include <linux/limits.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
 #include <linux/page_counter.h>
@@ -29,6 +30,8 @@
 
 #define GPUCG_PRIO_MIN		(-1023)
 #define GPUCG_PRIO_MAX		1023
+#define GPUCG_PRIO_DFL		0		/* of a top-level cgroup */
+#define GPUCG_PRIO_UNSET	INT_MIN		/* gpu.priority "default" */
 
 struct gpucg_device;
 struct gpucg_entity;
@@ -72,7 +75,7 @@ struct gpucg_device {
 struct gpucg {
 	struct cgroup_subsys_state	css;
 	u32				weight;		/* default weight */
-	int				priority;
+	int				priority;	/* or GPUCG_PRIO_UNSET */
 	struct xarray			pools;		/* device id -> pool */
 #ifdef CONFIG_CGROUP_GPU_MEMORY
 	struct cgroup_file		events_file;

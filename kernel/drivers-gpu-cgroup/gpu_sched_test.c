@@ -880,6 +880,44 @@ static void gpucg_test_priority_change_relifts(struct kunit *test)
 }
 
 /*
+ * An unset priority inherits the parent's effective one, so a priority
+ * given to a container's cgroup reaches the cgroups it makes; a set one
+ * takes effect up to the parent's, and a top-level cgroup's unset one is
+ * 0. Entities made under an unset cgroup get the inherited band.
+ */
+static void gpucg_test_priority_inherits(struct kunit *test)
+{
+	struct gst *w = test->priv;
+	struct gpucg *top = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 500);
+	struct gpucg *mid = gst_cgroup(w, top, CGROUP_WEIGHT_DFL,
+				       GPUCG_PRIO_UNSET);
+	struct gpucg *leaf = gst_cgroup(w, mid, CGROUP_WEIGHT_DFL,
+					GPUCG_PRIO_UNSET);
+	struct gpucg *unset = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL,
+					 GPUCG_PRIO_UNSET);
+	struct gpucg *under = gst_cgroup(w, unset, CGROUP_WEIGHT_DFL, 800);
+	struct gpucg_engine *engine = gst_engine(w);
+	struct gst_queue *q = gst_queue(w, engine, leaf);
+
+	KUNIT_EXPECT_EQ(test, gpucg_priority_effective(mid), 500);
+	KUNIT_EXPECT_EQ(test, gpucg_priority_effective(leaf), 500);
+	KUNIT_EXPECT_EQ(test, q->q.ent->prio, 500);
+	/* a delegatee raises nothing, lowers all below it */
+	WRITE_ONCE(mid->priority, 800);
+	KUNIT_EXPECT_EQ(test, gpucg_priority_effective(leaf), 500);
+	WRITE_ONCE(mid->priority, -5);
+	KUNIT_EXPECT_EQ(test, gpucg_priority_effective(leaf), -5);
+	WRITE_ONCE(mid->priority, GPUCG_PRIO_UNSET);
+	WRITE_ONCE(top->priority, GPUCG_PRIO_UNSET);
+	KUNIT_EXPECT_EQ(test, gpucg_priority_effective(leaf), GPUCG_PRIO_DFL);
+	/* the root imposes no clamp, an unset top-level cgroup does */
+	KUNIT_EXPECT_EQ(test, gpucg_priority_effective(top), GPUCG_PRIO_DFL);
+	KUNIT_EXPECT_EQ(test, gpucg_priority_effective(under), GPUCG_PRIO_DFL);
+	WRITE_ONCE(unset->priority, 1000);
+	KUNIT_EXPECT_EQ(test, gpucg_priority_effective(under), 800);
+}
+
+/*
  * A queue that goes drops the links into it and out of it: nothing of the
  * loan is left on the engine, and nothing points at the queue.
  */
@@ -915,6 +953,7 @@ static struct kunit_case gpucg_sched_cases[] = {
 	KUNIT_CASE(gpucg_test_lent_queue),
 	KUNIT_CASE(gpucg_test_loan_of_own_band_reorders_nothing),
 	KUNIT_CASE(gpucg_test_priority_change_relifts),
+	KUNIT_CASE(gpucg_test_priority_inherits),
 	KUNIT_CASE(gpucg_test_queue_fini_drops_links),
 	KUNIT_CASE(gpucg_test_deterministic),
 	{}

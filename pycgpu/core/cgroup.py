@@ -443,11 +443,15 @@ class Cgroup:
     def set_weight(self, weight: int | None, dev: formats.DevT | None = None) -> None:
         self.write("gpu.weight", formats.format_weight_write(weight, dev))
 
-    def priority(self) -> int:
-        return self.parsed("gpu.priority", formats.parse_int)
+    def priority(self) -> formats.Priority:
+        """gpu.priority: a number, or :data:`pycgpu.core.formats.UNSET` when
+        the group has none of its own (it reads ``default``)."""
+        return self.parsed("gpu.priority", formats.parse_priority)
 
-    def set_priority(self, priority: int) -> None:
-        self.write("gpu.priority", str(formats.check_priority(priority)))
+    def set_priority(self, priority: formats.Priority) -> None:
+        """Write gpu.priority; :data:`pycgpu.core.formats.UNSET` writes
+        ``default`` (a kernel before it refuses that: EINVAL)."""
+        self.write("gpu.priority", formats.format_priority(priority))
 
     def priority_effective(self) -> int:
         return self.parsed("gpu.priority.effective", formats.parse_int)

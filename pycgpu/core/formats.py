@@ -3,7 +3,7 @@
 One function pair per file format of Documentation/admin-guide/cgroup-v2.rst
 ("Interface Files"), shared by the library, the CLI and the tests:
 
-- single value, ``-5``: gpu.priority, gpu.priority.effective
+- single value, ``-5``: gpu.priority (or ``default``: none of its own), gpu.priority.effective
 - weight (io.weight style), ``default 100`` then ``226:128 300``: gpu.weight
 - flat keyed, ``226:128 1048576`` or ``226:128 max``: gpu.memory.max, .current, .peak
 - nested keyed, ``226:128 usage_usec=10 wait_usec=2``: gpu.stat, gpu.memory.events[.local]
@@ -16,17 +16,43 @@ Every parse error is a :class:`FormatError` that names the offending text.
 
 from __future__ import annotations
 
+import enum
 import functools
 import re
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Final, NamedTuple, TypeAlias
 
 from .errors import Error
 
 WEIGHT_MIN, WEIGHT_DEFAULT, WEIGHT_MAX = 1, 100, 10000
+# PRIORITY_DEFAULT: the effective priority of a top-level group without a
+# gpu.priority of its own (and every group's own value on a kernel before
+# gpu.priority's ``default``)
 PRIORITY_MIN, PRIORITY_DEFAULT, PRIORITY_MAX = -1023, 0, 1023
 MAX = "max"
 DEFAULT = "default"
+
+
+class Unset(enum.Enum):
+    """The type of :data:`UNSET`."""
+
+    UNSET = DEFAULT
+
+    def __str__(self) -> str:
+        return DEFAULT
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Final = Unset.UNSET
+"""A gpu.priority that reads (and is written) ``default``: the group has no
+priority of its own and inherits its parent's effective one; a top-level
+group's is :data:`PRIORITY_DEFAULT`. Every new group's, on a kernel that has
+it (issue 37 item 10); kernels before it print a number for every group."""
+
+Priority: TypeAlias = int | Unset
+"""A gpu.priority: a number in [PRIORITY_MIN, PRIORITY_MAX], or :data:`UNSET`."""
 
 
 class FormatError(Error, ValueError):
@@ -147,6 +173,21 @@ def check_priority(value: int) -> int:
             f"priority {value} is out of range [{PRIORITY_MIN}, {PRIORITY_MAX}]"
         )
     return value
+
+
+def parse_priority(text: str, what: str = "value", expected: str | None = None) -> Priority:
+    """gpu.priority: a number, or ``default`` (:data:`UNSET`), whitespace
+    around ignored (as the kernel's strstrip() does); a number is
+    :func:`parse_number`'s (its range is :func:`check_priority`'s)."""
+    if text.strip() == DEFAULT:
+        return UNSET
+    return parse_number(text, what, expected)
+
+
+def format_priority(value: Priority) -> str:
+    """The write of @value to gpu.priority: ``default`` for :data:`UNSET`,
+    else the number, checked."""
+    return DEFAULT if value is UNSET else str(check_priority(value))
 
 
 def check_weight(value: int) -> int:

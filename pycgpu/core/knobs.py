@@ -22,6 +22,7 @@ import errno
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from . import formats, interrupts
 from .cgroup import CONTROLLER, DMEM, READ, Cgroup, CgroupError, delegated_to_caller
@@ -107,7 +108,8 @@ class Settings:
 
     weight: int | None = None
     device_weights: dict[DevT, int | None] = field(default_factory=dict)
-    priority: int | None = None
+    # formats.UNSET writes ``default``: the group inherits its parent's effective priority
+    priority: formats.Priority | None = None
     memory_max: dict[Region, int | None] = field(default_factory=dict)
 
     def is_empty(self) -> bool:
@@ -133,7 +135,7 @@ class Settings:
             for dev, w in sorted(self.device_weights.items()):
                 out.append(Write(WEIGHT, formats.format_weight_write(w, dev), dev))
             if self.priority is not None:
-                out.append(Write(PRIORITY, str(formats.check_priority(self.priority))))
+                out.append(Write(PRIORITY, formats.format_priority(self.priority)))
             for region, size in sorted(self.memory_max.items(), key=lambda kv: kv[0].key):
                 out.append(Write(region.file("max"), region.write(size), region.kernel_key))
         except formats.FormatError as e:
@@ -165,6 +167,16 @@ def _number(what: str, text: str, expected: str, check: Callable[[int], int]) ->
         raise InvalidRequest(msg if msg.startswith(what) else f"{what}: {msg}") from None
 
 
+def _priority(what: str, text: str) -> formats.Priority:
+    """@text as gpu.priority takes it: N in range, or ``default``."""
+    try:
+        value = formats.parse_priority(text, what, "N in [-1023, 1023], or default")
+        return value if value is formats.UNSET else formats.check_priority(value)
+    except formats.FormatError as e:
+        msg = str(e)
+        raise InvalidRequest(msg if msg.startswith(what) else f"{what}: {msg}") from None
+
+
 def _device(resolve: DeviceResolver, text: str, what: str) -> DevT:
     from .devices import DeviceError
 
@@ -191,8 +203,8 @@ def parse_settings(weights: tuple[str, ...] | list[str],
                    memory_max: tuple[str, ...] | list[str], resolve: DeviceResolver,
                    names: Names = Names(), memory: Interface | None = None) -> Settings:
     """Settings from the texts of the knob options (``W``, ``DEV=W``,
-    ``DEV=default``; ``N``, or the texts of a repeated option, of which there
-    must be one at most; ``DEV=SIZE`` or ``DEV:REGION=SIZE``), checked;
+    ``DEV=default``; ``N`` or ``default``, or the texts of a repeated option,
+    of which there must be one at most; ``DEV=SIZE`` or ``DEV:REGION=SIZE``), checked;
     raises :class:`InvalidRequest` naming the value as @names calls it.
     Memory limits name regions of @memory, the kernel's memory interface
     (None: gpu.memory.*, one region per device)."""
@@ -220,8 +232,7 @@ def parse_settings(weights: tuple[str, ...] | list[str],
                 raise InvalidRequest(f"{what}: the weight of {dev} is given twice")
             settings.device_weights[dev] = w
     if priority is not None:
-        settings.priority = _number(f"{names.priority} {formats.shown(priority)}", priority,
-                                    "N in [-1023, 1023]", formats.check_priority)
+        settings.priority = _priority(f"{names.priority} {formats.shown(priority)}", priority)
     for raw in memory_max:
         what = f"{names.memory_max} {formats.shown(raw)}"
         dev_text, sep, value = raw.rpartition("=")
@@ -248,6 +259,17 @@ class Write:
     value: str
     key: DevT | str | None = None
     group: Cgroup | None = None  # None: the plan's target
+    # a lift of gpu.priority to this, made only when the group's own priority,
+    # read when the plan is carried out, is a number below it (a group the plan
+    # makes: a kernel with gpu.priority's default gives it none, one before, 0)
+    below: int | None = None
+
+    def needed(self, cg: Cgroup) -> bool:
+        """Whether to make this write to @cg now (see @below)."""
+        if self.below is None:
+            return True
+        value = cg.priority()
+        return value is not formats.UNSET and value < self.below
 
     def undo_value(self, cg: Cgroup) -> str:
         """What to write to restore the key's current value, from the model
@@ -317,45 +339,82 @@ class Plan:
             else:
                 out.append(f"write '+{_controller(kind)}' to "
                            f"{shown(str(cg.path / 'cgroup.subtree_control'))}")
-        out += [f"write {w.value!r} to {shown(str((w.group or self.target).path / w.file))}"
-                for w in self.writes]
+        for w in self.writes:
+            step = f"write {w.value!r} to {shown(str((w.group or self.target).path / w.file))}"
+            if w.below is not None:
+                step += (f" if it reads a number below {w.below} once made (a kernel before "
+                         f"gpu.priority's default)")
+            out.append(step)
         return out
 
 
-def ceiling(cg: Cgroup) -> tuple[int, Cgroup] | None:
-    """The cap the ancestors put on @cg's effective priority (the smallest
-    gpu.priority of the groups between the root and @cg; a group that does
-    not exist yet counts as the default 0) and the outermost ancestor that
-    sets it; None for a child of the root."""
-    found: tuple[int, Cgroup] | None = None
-    for level in cg.ancestors()[1:-1]:
-        value = level.priority() if level.has(PRIORITY) else formats.PRIORITY_DEFAULT
-        if found is None or value < found[0]:
-            found = (value, level)
+class Cap(NamedTuple):
+    """What caps a group's effective priority (:func:`ceiling`)."""
+
+    priority: int
+    group: Cgroup  # the outermost ancestor that sets it
+    own: bool  # a priority of its own; False: a top-level group's default, 0
+
+
+def _cap_of(level: Cgroup, top: bool) -> tuple[int, bool] | None:
+    """What @level caps its descendants' effective priority at: its own
+    gpu.priority, the default 0 when it is a top-level (@top) group without
+    one, nothing (None) when it is a deeper one without one: it inherits. A
+    group without the file yet (not created, or gpu not enabled in its
+    parent) counts as a new group of a kernel with ``default``."""
+    value = level.priority() if level.has(PRIORITY) else formats.UNSET
+    if value is not formats.UNSET:
+        return value, True
+    return (formats.PRIORITY_DEFAULT, False) if top else None
+
+
+def ceiling(cg: Cgroup) -> Cap | None:
+    """The cap the ancestors put on @cg's effective priority, as the kernel
+    computes it: the smallest gpu.priority set on the groups between the
+    root and @cg, where a top-level group without one (``default``, or not
+    created yet) counts as 0 and a deeper one does not count (it inherits
+    its parent's); with the outermost ancestor that sets it. None for a
+    child of the root. On a kernel before gpu.priority's ``default`` every
+    group has a number (0 when new): the minimum along the path, as ever."""
+    found: Cap | None = None
+    for i, level in enumerate(cg.ancestors()[1:-1]):
+        cap = _cap_of(level, i == 0)
+        if cap is not None and (found is None or cap[0] < found.priority):
+            found = Cap(cap[0], level, cap[1])
     return found
 
 
 def _priority_plan(cg: Cgroup, settings: Settings, raise_ancestors: bool,
                    plan: Plan) -> None:
-    """With @raise_ancestors, the writes that lift every ancestor below the
-    requested priority up to it (before the target's own writes); without,
-    a warning when an ancestor caps it."""
-    if settings.priority is None:
+    """With @raise_ancestors, the writes that lift every ancestor that caps
+    the requested priority below it up to it (before the target's own
+    writes): a set priority below it, a top-level group's default (0);
+    deeper ancestors without a priority of their own inherit the lifted one
+    and are left alone. Without, a warning when an ancestor caps it."""
+    if settings.priority is None or settings.priority is formats.UNSET:
         return
     want = settings.priority
     if raise_ancestors:
         lifts = []
-        for level in cg.ancestors()[1:-1]:
-            value = level.priority() if level.has(PRIORITY) else formats.PRIORITY_DEFAULT
-            if value < want:
+        for i, level in enumerate(cg.ancestors()[1:-1]):
+            if i > 0 and not level.has(PRIORITY):
+                # the plan makes it (or enables gpu in its parent): it reads
+                # default and inherits, but a kernel before that gives it 0
+                if want > formats.PRIORITY_DEFAULT:
+                    lifts.append(Write(PRIORITY, str(want), None, level, below=want))
+                continue
+            own = _cap_of(level, i == 0)
+            if own is not None and own[0] < want:
                 lifts.append(Write(PRIORITY, str(want), None, level))
         plan.writes[:0] = lifts
         return
     cap = ceiling(cg)
-    if cap is not None and cap[0] < want:
-        value, level = cap
+    if cap is not None and cap.priority < want:
+        value, level = cap.priority, cap.group
+        has = (f"has gpu.priority {value}" if cap.own
+               else f"has gpu.priority default, {value} for a top-level group")
         what = (f"{cg.name} gets priority {want} but its effective priority stays {value}: "
-                f"ancestor {level.name} has gpu.priority {value}")
+                f"ancestor {level.name} {has}")
         if delegated_to_caller(level.path / PRIORITY):
             plan.warnings.append(Notice(
                 f"{what} (only the owner of {level.name}'s parent can raise it: a delegated "
@@ -521,6 +580,8 @@ def apply(plan: Plan, then: Callable[[], object] | None = None) -> None:
             for w in plan.writes:
                 signals.check()
                 group = w.group or plan.target
+                if not w.needed(group):
+                    continue
                 undo = w.undo_value(group)
                 group.write(w.file, w.value)
                 done_writes.append((w, undo))

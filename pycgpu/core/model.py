@@ -35,6 +35,9 @@ from .formats import DevT, Weights
 from .memory import Interface
 
 SETTING, COUNTER = "setting", "counter"
+# show/v1's key for a gpu.priority that reads ``default`` (formats.UNSET): the
+# group has no priority of its own and inherits its parent's effective one
+INHERITED = "priority_inherited"
 
 # JSON Schema pieces of show/v1 (draft 2020-12)
 _DEVT = r"^[0-9]+:[0-9]+$"
@@ -100,7 +103,7 @@ class KernelFile:
         if self.name in DMEM_SETTINGS and key is not None:
             return formats.format_region_keyed_write(str(key), value.get(str(key)))
         if self.name == "gpu.priority":
-            return str(value)
+            return formats.format_priority(value)
         raise formats.FormatError(f"{self.name} is not a setting pycgpu writes back")
 
 
@@ -108,7 +111,8 @@ FILES: tuple[KernelFile, ...] = (
     KernelFile("gpu.weight", "weight", formats.parse_weight, SETTING, ("weight",),
                _weight_json, {"type": "object", "required": ["default", "devices"],
                               "properties": {"default": _INT, "devices": _per_device(_INT)}}),
-    KernelFile("gpu.priority", "priority", partial(formats.parse_number, what="gpu.priority"),
+    # unset (``default``): no "priority", "priority_inherited": true (show_item)
+    KernelFile("gpu.priority", "priority", partial(formats.parse_priority, what="gpu.priority"),
                SETTING, ("priority",), _same, _INT),
     KernelFile("gpu.priority.effective", "priority_effective",
                partial(formats.parse_number, what="gpu.priority.effective"),
@@ -161,7 +165,7 @@ class GroupFiles:
     path: str  # from the cgroup root, "/a/b"
     present: frozenset[str] = frozenset()  # the files the group has
     weight: Weights | None = None
-    priority: int | None = None
+    priority: formats.Priority | None = None
     priority_effective: int | None = None
     memory_max: Mapping[DevT, int | None] | None = None
     memory_current: Mapping[DevT, int | None] | None = None
@@ -257,7 +261,8 @@ def memory(files: GroupFiles, what: str, regions: Interface | None = None) -> di
 
 def show_item(files: GroupFiles, regions: Interface | None = None) -> dict[str, Any]:
     """The ``cgroups`` item of ``pycgpu.show/v1``: numbers as numbers,
-    ``max`` as null, devices keyed ``MAJ:MIN``, memory by region key
+    ``max`` as null, a gpu.priority of ``default`` as ``priority_inherited``
+    true (and no ``priority``), devices keyed ``MAJ:MIN``, memory by region key
     (:mod:`pycgpu.core.memory`; dmem's names of regions @regions does not
     know), a file the group lacks left out. FormatError for the first file
     that did not parse."""
@@ -276,7 +281,9 @@ def show_item(files: GroupFiles, regions: Interface | None = None) -> dict[str, 
                 continue
             if regions is not None:
                 value = regions.keyed(value)
-        if len(f.show_key) == 1:
+        if value is formats.UNSET:  # gpu.priority's default: show/v1's priority is a number
+            item[INHERITED] = True
+        elif len(f.show_key) == 1:
             item[f.show_key[0]] = f.to_json(value)
         else:
             memory[f.show_key[1]] = f.to_json(value)
@@ -293,8 +300,12 @@ def show_schema() -> dict[str, Any]:
     for f in FILES:
         if len(f.show_key) == 1:
             props[f.show_key[0]] = f.schema
+            if f.show_key[0] == "priority":
+                # gpu.priority reads default: no "priority" (added in v1)
+                props[INHERITED] = {"type": "boolean"}
             if f.show_key[0] == "priority_effective":
-                # the ancestor whose gpu.priority caps the effective one (added in v1)
+                # the ancestor whose gpu.priority caps the effective one, or for a
+                # group without one, that the effective one comes from (added in v1)
                 props["priority_capped_by"] = {"type": "string", "pattern": "^/"}
         else:
             memory[f.show_key[1]] = f.schema

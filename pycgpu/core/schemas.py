@@ -4,7 +4,10 @@ Every document carries ``"schema": "pycgpu.<command>/v<N>"``. Within a
 version fields are only ever added; a removed or retyped field bumps the
 version. Conventions: numbers are JSON numbers (bytes, microseconds, weights,
 priorities), a limit of ``max`` is ``null``, devices are keyed by the render
-node's ``"MAJ:MIN"``, and a file the kernel does not have is an absent key.
+node's ``"MAJ:MIN"``, and a file the kernel does not have is an absent key. A
+group whose gpu.priority reads ``default`` (none of its own: it inherits its
+parent's effective priority) has ``"priority_inherited": true`` and no
+``priority`` (show/v1 and stat/v1, added in v1: ``priority`` stays a number).
 The JSON Schema (draft 2020-12) of each document is below; the host tests
 validate the CLI's output against them, and ``pycgpu schema NAME`` prints
 them (they ship inside the package).
@@ -209,6 +212,8 @@ STAT_SCHEMA: dict[str, Any] = {
                         },
                     },
                     "priority": _INT,
+                    # gpu.priority reads default: no "priority" (added in v1)
+                    "priority_inherited": {"type": "boolean"},
                     "priority_effective": _INT,
                     "pids": {"type": "array", "items": _INT},
                     "devices": _per_device({

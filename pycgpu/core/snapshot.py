@@ -1,7 +1,8 @@
 """``pycgpu show``'s data: the gpu.* files of a cgroup (or a subtree), read
 by :func:`pycgpu.core.model.read_group` and projected into the ``cgroups``
 items of the ``pycgpu.show/v1`` JSON schema (:mod:`pycgpu.core.schemas`):
-numbers as numbers, ``max`` as null, device keys ``MAJ:MIN``, memory by
+numbers as numbers, ``max`` as null, a gpu.priority of ``default`` as
+``priority_inherited``, device keys ``MAJ:MIN``, memory by
 region key (:mod:`pycgpu.core.memory`). Files the kernel does not have (or
 that the controller does not show for the group) are left out.
 
@@ -119,20 +120,24 @@ def walk(mount: Path, relpath: str, recursive: bool = False,
 
 def add_capped_by(mount: Path, items: list[dict[str, Any]]) -> None:
     """``priority_capped_by``: for the items whose effective priority is
-    below their own, the ancestor whose gpu.priority caps it."""
+    below their own, the ancestor whose gpu.priority caps it; for those
+    without a priority of their own (``priority_inherited``), the ancestor
+    their effective one comes from (a top-level group's default 0 included;
+    none for a top-level group): :func:`pycgpu.core.knobs.ceiling`'s, the
+    outermost one that sets it."""
     from .cgroup import Cgroup
     from .knobs import ceiling
 
     for item in items:
         own, eff = item.get("priority"), item.get("priority_effective")
-        if own is None or eff is None or eff >= own:
+        if eff is None or not (item.get(model.INHERITED) or (own is not None and eff < own)):
             continue
         try:
             cap = ceiling(Cgroup(mount, item["path"]))
         except CgroupError:  # an ancestor went away or does not parse: no note
             continue
         if cap is not None:
-            item["priority_capped_by"] = cap[1].name
+            item["priority_capped_by"] = cap.group.name
 
 
 def document(mount: Path, items: list[dict[str, Any]],

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.errors import Error
-from ..core.formats import DevT
+from ..core.formats import DevT, Priority
 
 KERNEL, FDINFO, AUTO = "kernel", "fdinfo", "auto"
 SOURCES = (AUTO, KERNEL, FDINFO)
@@ -70,7 +70,7 @@ class GroupUsage:
 
     path: str
     leaf: bool = True  # no child group reports usage of its own
-    priority: int | None = None
+    priority: Priority | None = None  # UNSET: gpu.priority reads default
     priority_effective: int | None = None
     pids: list[int] = field(default_factory=list)  # fdinfo: processes holding clients
     devices: dict[DevT, DeviceUsage] = field(default_factory=dict)

@@ -130,10 +130,11 @@ _REGION_MEMORY = (("current", "pycgpu_gpu_dmem_region_charged_bytes"),
 
 # per group that used a device
 GROUP_FAMILIES: dict[str, Family] = {
-    "pycgpu_gpu_priority": _fam("gauge", "kernel", GROUP_LABELS, "The group's gpu.priority."),
+    "pycgpu_gpu_priority": _fam("gauge", "kernel", GROUP_LABELS,
+                                "The group's gpu.priority; absent while it reads default."),
     "pycgpu_gpu_priority_effective": _fam(
         "gauge", "kernel", GROUP_LABELS,
-        "The group's gpu.priority.effective (capped by its ancestors)."),
+        "The group's gpu.priority.effective (capped by its ancestors, or inherited)."),
     "pycgpu_container_info": _fam(
         "gauge", "both", (*GROUP_LABELS, "runtime", "container_id", "pod_uid", "qos"),
         "Container identity of a cgroup: runtime, full ID, pod UID, QoS class (value 1)."),
@@ -446,7 +447,7 @@ class Exporter:
             if r.path in seen:
                 continue
             seen.add(r.path)
-            if r.group.priority is not None:
+            if isinstance(r.group.priority, int):  # not UNSET (default) nor missing
                 add("pycgpu_gpu_priority", glabels, r.group.priority)
             if r.group.priority_effective is not None:
                 add("pycgpu_gpu_priority_effective", glabels, r.group.priority_effective)

@@ -195,7 +195,7 @@ class _Parsed:
     """What one set of file texts says, shared by the groups that have the same texts."""
 
     devices: dict[formats.DevT, DeviceUsage]
-    priority: int | None
+    priority: formats.Priority | None
     priority_effective: int | None
     error: str | None
 
@@ -220,6 +220,14 @@ def _ok(piece: _Piece[_T]) -> _T | None:
     return piece
 
 
+def _ok_priority(piece: _Piece[formats.Priority]) -> formats.Priority | None:
+    """:func:`_ok` of gpu.priority's parse (a union of its own, which _T
+    does not take apart)."""
+    if isinstance(piece, formats.FormatError):
+        raise piece
+    return piece
+
+
 @dataclass(frozen=True)
 class _Settings:
     """A group's settings files parsed: gpu.memory.max, gpu.weight,
@@ -230,7 +238,7 @@ class _Settings:
 
     max: _Piece[dict[formats.DevT, int | None]]
     weight: _Piece[formats.Weights]
-    priority: _Piece[int]
+    priority: _Piece[formats.Priority]
     effective: _Piece[int]
 
 
@@ -269,7 +277,7 @@ def _parse_valid(texts: tuple[str | None, ...], settings: _Settings) -> _Parsed:
         cur, mx, pk, ev = (_flat(current), _ok(settings.max) or none, _flat(peak or ""),
                            _limit_hits(events or ""))
     weights = _ok(settings.weight) if weight is not None else None
-    prio = _ok(settings.priority) if priority is not None else None
+    prio = _ok_priority(settings.priority) if priority is not None else None
     prio_eff = _ok(settings.effective) if effective is not None else None
     keys = st.keys() | cur.keys() | mx.keys() | pk.keys() | ev.keys()
     devices: dict[formats.DevT, DeviceUsage] = {}
@@ -305,7 +313,8 @@ def _parse_in_order(texts: tuple[str | None, ...], settings: _Settings,
         return du
 
     fname = names[0]
-    prio = prio_eff = None
+    prio: formats.Priority | None = None
+    prio_eff: int | None = None
     try:
         for d, (gpu_time, wait) in _stat(stat or "").items():
             du = dev(d)
@@ -331,7 +340,7 @@ def _parse_in_order(texts: tuple[str | None, ...], settings: _Settings,
                 du.weight = weights.for_device(d)
         if priority is not None:
             fname = names[6]
-            prio = _ok(settings.priority)
+            prio = _ok_priority(settings.priority)
         if effective is not None:
             fname = names[7]
             prio_eff = _ok(settings.effective)

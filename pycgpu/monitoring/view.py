@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..core.formats import DevT, format_size_human, printable_name
+from ..core.formats import UNSET, DevT, format_size_human, printable_name
 from . import DeviceUsage, GroupUsage, Rates, Sample, Source, rates
 from .containers import Container, Resolver, identify
 
@@ -255,7 +255,9 @@ def stat_document(monitor: Monitor, cgroup_root: str | None, interval_s: float,
         c = monitor.container(group.path)
         item: dict[str, Any] = {"path": printable_name(group.path), "leaf": group.leaf,
                                 "container": c.to_json() if c else None}
-        if group.priority is not None:
+        if group.priority is UNSET:
+            item["priority_inherited"] = True
+        elif group.priority is not None:
             item["priority"] = group.priority
         if group.priority_effective is not None:
             item["priority_effective"] = group.priority_effective

@@ -7,7 +7,9 @@ written by ``pycgpu oci patch --hook``. Their values use the syntax of the
 CLI options, comma-separated when there are several:
 
 - ``pycgpu.io/gpu.weight``: ``300``, ``renderD128=50``, ``300,226:129=default``
-- ``pycgpu.io/gpu.priority``: ``-10``
+- ``pycgpu.io/gpu.priority``: ``-10``, or ``default`` (none of its own: the
+  container's group inherits its parent's, its pod's, effective priority,
+  as a new group does)
 - ``pycgpu.io/gpu.memory.max``: ``renderD128=2G,renderD129=max``
 - ``pycgpu.io/image-check``: ``enforce``, ``warn`` or ``off``
 
@@ -75,7 +77,7 @@ def _values(key: str, value: str) -> tuple[str, ...]:
 
 _EXAMPLES = {
     WEIGHT: "'300' or 'renderD128=50'",
-    PRIORITY: "'-10'",
+    PRIORITY: "'-10' or 'default'",
     MEMORY_MAX: "'renderD128=2G' or 'renderD128=2G,renderD129=512M'",
 }
 
@@ -155,7 +157,7 @@ def format_settings(settings: Settings) -> dict[str, str]:
     if weights:
         out[WEIGHT] = ",".join(weights)
     if settings.priority is not None:
-        out[PRIORITY] = str(settings.priority)
+        out[PRIORITY] = formats.format_priority(settings.priority)
     if settings.memory_max:
         out[MEMORY_MAX] = ",".join(
             f"{region.key}={formats.format_size(v)}"

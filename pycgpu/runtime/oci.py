@@ -386,7 +386,7 @@ def unified(settings: Settings) -> dict[str, str]:
 
 def legacy_stanza(settings: Settings) -> dict[str, int]:
     """The 2017 proof of concept's ``linux.resources.gpu``: one memory limit
-    (single GPU) and a priority."""
+    (single GPU) and a priority, a number (``default`` has no form there)."""
     out: dict[str, int] = {}
     if len(settings.memory_max) > 1:
         raise ConfigError("the legacy linux.resources.gpu stanza has one memory limit (the "
@@ -394,6 +394,10 @@ def legacy_stanza(settings: Settings) -> dict[str, int]:
     for size in settings.memory_max.values():
         if size is not None:
             out["memory"] = size
+    if settings.priority is formats.UNSET:
+        raise ConfigError("the legacy linux.resources.gpu stanza's prio is a number: it cannot "
+                          "carry the priority default (leave out --priority: a new container's "
+                          "group has none of its own and inherits its parent's)")
     if settings.priority is not None:
         out["prio"] = settings.priority
     if not out:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from kernel_model import Model, Refused
+from kernel_model import Model, Refused, effective, parse_back
 
 from pycgpu.core import cgroup as cgroup_mod
 from pycgpu.core.formats import DevT
@@ -40,9 +40,11 @@ def _err(code: int) -> OSError:
 class FakeKernel:
     def __init__(self, base: Path, controllers: str = "cpu memory gpu", memory: bool = True,
                  devices: tuple[DevT, ...] = (I915, VGEM),
-                 dmem: dict[str, int] | None = None) -> None:
+                 dmem: dict[str, int] | None = None, unset: bool = True) -> None:
         """@memory: gpu.memory.* (6.12 series); @dmem: the dmem controller
-        with these regions and capacities (7.3 series: no gpu.memory.*)."""
+        with these regions and capacities (7.3 series: no gpu.memory.*);
+        @unset: gpu.priority's ``default`` (a new group's priority is unset
+        and inherits); False: a kernel before it (a new group's is 0)."""
         self.root = base / "cgroup"
         self.root.mkdir()
         if dmem is not None:
@@ -54,6 +56,7 @@ class FakeKernel:
         (self.root / "cgroup.subtree_control").write_text("\n")
         (self.root / "cgroup.procs").write_text("")
         self.memory = memory
+        self.unset = unset
         self.dmem = dmem or {}
         self.devices = set(devices)
         self.log: list[tuple[str, str]] = []
@@ -102,7 +105,8 @@ class FakeKernel:
         for name in names:
             f = path / name
             if on and not f.exists():
-                content = {"gpu.weight": "default 100\n", "gpu.priority": "0\n"}.get(name, "")
+                content = {"gpu.weight": "default 100\n",
+                           "gpu.priority": "default\n" if self.unset else "0\n"}.get(name, "")
                 f.write_text(content)
             elif not on and f.exists():
                 f.unlink()
@@ -110,11 +114,15 @@ class FakeKernel:
             self._effective(path)
 
     def _effective(self, path: Path) -> None:
+        """gpu.priority.effective of @path and its descendants, by the model."""
         if (path / "gpu.priority").exists():
-            own = int((path / "gpu.priority").read_text())
-            parent = path.parent / "gpu.priority.effective"
-            cap = int(parent.read_text()) if path.parent != self.root and parent.exists() else 1023
-            (path / "gpu.priority.effective").write_text(f"{min(own, cap)}\n")
+            chain = []
+            for group in [path, *path.parents]:
+                if group == self.root:
+                    break
+                f = group / "gpu.priority"
+                chain.append(parse_back(f.name, f.read_text()) if f.exists() else None)
+            (path / "gpu.priority.effective").write_text(f"{effective(chain[::-1])}\n")
         for child in path.iterdir():
             if child.is_dir():
                 self._effective(child)
@@ -207,7 +215,7 @@ class FakeKernel:
 
     def _knob(self, path: Path, data: bytes) -> None:
         """A write to a knob, as the model of kernel/cgroup/gpu.c answers it."""
-        model = Model({(d.major, d.minor): True for d in sorted(self.devices)})
+        model = Model({(d.major, d.minor): True for d in sorted(self.devices)}, self.unset)
         model.load(path.name, path.read_text())
         try:
             model.write(path.name, data)

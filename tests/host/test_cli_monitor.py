@@ -599,6 +599,29 @@ def test_exporter_priority_effective_is_its_own_value(env, cli):
     assert got[("pycgpu_gpu_priority_effective", WEB)] == -5
 
 
+def test_an_unset_priority_has_no_own_series_and_inherits(env, cli):
+    """A group whose gpu.priority reads default: no pycgpu_gpu_priority series,
+    its inherited effective one; stat/v1 says priority_inherited, no priority."""
+    cli.fake.make("team/job")
+    cli("set", "team", "--priority", "40")
+    root = Path(env["PYCGPU_CGROUP_ROOT"])
+    (root / "team/job/gpu.stat").write_text("226:128 usage_usec=7 wait_usec=0\n")
+    monitor = Monitor(KernelSource(root), Resolver(env["PYCGPU_RUNTIME_ROOT"]))
+    text = exp.Exporter(monitor).scrape().decode()
+    got = {(s.name, s.labels.get("cgroup")): s.value
+           for fam in text_string_to_metric_families(text) for s in fam.samples}
+    assert ("pycgpu_gpu_priority", "/team/job") not in got
+    assert got[("pycgpu_gpu_priority_effective", "/team/job")] == 40
+    assert got[("pycgpu_gpu_priority", WEB)] == -5
+    doc = json.loads(run(env, "stat", "--json", "--interval", "0"))
+    jsonschema.validate(doc, STAT_SCHEMA)
+    groups = {g["path"]: g for g in doc["groups"]}
+    job = groups["/team/job"]
+    assert (job["priority_inherited"], job["priority_effective"]) == (True, 40)
+    assert "priority" not in job
+    assert (groups[WEB]["priority"], "priority_inherited" in groups[WEB]) == (-5, False)
+
+
 # order ---------------------------------------------------------------------------------------
 
 

@@ -95,7 +95,8 @@ def test_show_omits_absent_files(cli):
     doc = json.loads(cli("show", "--json", "a").output)
     jsonschema.validate(doc, SHOW_SCHEMA)
     (item,) = doc["cgroups"]
-    assert set(item) == {"path", "gpu_enabled", "weight", "priority", "priority_effective"}
+    assert set(item) == {"path", "gpu_enabled", "weight", "priority_inherited",
+                         "priority_effective"}
     text = cli("show", "a").output
     assert "memory" not in text and "stat" not in text
 

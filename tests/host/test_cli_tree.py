@@ -341,8 +341,8 @@ def test_set_priority_names_the_clamping_ancestor(cli):
     cli.fake.make("team/job")
     r = cli("set", "team/job", "--priority", "500")
     assert ("warning: /team/job gets priority 500 but its effective priority stays 0: "
-            "ancestor /team has gpu.priority 0 (fix: add --raise-ancestors, or pycgpu set "
-            "/team --priority 500)") in r.output
+            "ancestor /team has gpu.priority default, 0 for a top-level group (fix: add "
+            "--raise-ancestors, or pycgpu set /team --priority 500)") in r.output
     assert read(cli, "team/job/gpu.priority.effective") == "0\n"
     out = cli("show", "team/job").output
     assert "priority             500 (effective 0, capped by /team)" in out
@@ -362,19 +362,36 @@ def test_raise_ancestors(cli):
     cli.fake.log.clear()
     r = cli("set", "a/b/c", "--priority", "500", "--raise-ancestors")
     assert "warning" not in r.output
-    assert cli.fake.log == [("a/b/gpu.priority", "500"), ("a/b/c/gpu.priority", "500")]
+    # /a/b has no priority of its own: it inherits 900 and caps nothing
+    assert cli.fake.log == [("a/b/c/gpu.priority", "500")]
     assert read(cli, "a/b/c/gpu.priority.effective") == "500\n"
     assert read(cli, "a/gpu.priority") == "900\n"  # above already: left alone
+    assert read(cli, "a/b/gpu.priority") == "default\n"
+
+
+def test_raise_ancestors_on_a_kernel_before_default(cli):
+    """Every group has a number there, a new one 0: each caps."""
+    cli.fake.unset = False
+    cli.fake.make("a/b/c")
+    cli("set", "a", "--priority", "900")
+    cli.fake.log.clear()
+    r = cli("set", "a/b/c", "--priority", "500", "--raise-ancestors")
+    assert "warning" not in r.output
+    assert cli.fake.log == [("a/b/gpu.priority", "500"), ("a/b/c/gpu.priority", "500")]
+    assert read(cli, "a/b/c/gpu.priority.effective") == "500\n"
 
 
 def test_raise_ancestors_is_all_or_none(cli):
     cli.fake.make("a/b/c")
+    cli("set", "a/b", "--priority", "0")
+    cli.fake.log.clear()
     cli.fake.fail["a/b/c/gpu.priority"] = errno.EACCES
     before = cli.fake.snapshot()
     cli("set", "a/b/c", "--priority", "500", "--raise-ancestors", code=1)
     assert cli.fake.snapshot() == before
+    # /a: a top-level group's default counts as 0; the undo unsets it again
     assert cli.fake.log == [("a/gpu.priority", "500"), ("a/b/gpu.priority", "500"),
-                            ("a/b/gpu.priority", "0"), ("a/gpu.priority", "0")]
+                            ("a/b/gpu.priority", "0"), ("a/gpu.priority", "default")]
 
 
 def test_create_raise_ancestors_dry_run(cli):

@@ -228,7 +228,7 @@ def test_after_a_sigkill_the_same_create_with_exist_ok_completes(cli):
 
     assert finish(start(child)) == [-signal.SIGKILL]
     assert cli.fake.read("x/y/gpu.weight") == "default 300\n"
-    assert cli.fake.read("x/y/gpu.priority") == "0\n"  # not written
+    assert cli.fake.read("x/y/gpu.priority") == "default\n"  # not written
     r = cli(*args, code=2)
     assert "cgroup /x/y already exists" in r.output
     cli(*args, "--exist-ok")

@@ -102,6 +102,20 @@ def test_annotations_from_the_bundle_when_the_state_has_none(cli, ctr):
     assert read(cli, "gpu.priority") == "12\n"
 
 
+def test_priority_default_unsets_the_containers_own(cli, ctr):
+    """The container's group then inherits its parent's (its pod's) effective
+    priority, as a new group does."""
+    hook(cli, state(ctr, {"pycgpu.io/gpu.priority": "-7"}))
+    assert read(cli, "gpu.priority.effective") == "-7\n"
+    cli("set", "system.slice", "--priority", "20")
+    hook(cli, state(ctr, {"pycgpu.io/gpu.priority": "default"}))
+    assert (read(cli, "gpu.priority"), read(cli, "gpu.priority.effective")) == (
+        "default\n", "20\n")
+    r = hook(cli, state(ctr, {"pycgpu.io/gpu.priority": "Default"}), code=2)
+    assert ("annotation pycgpu.io/gpu.priority 'Default': 'Default' is not an integer (give N "
+            "in [-1023, 1023], or default)") in r.output
+
+
 def test_cgroup_from_cgroups_path_without_a_pid(cli, ctr):
     hook(cli, state(ctr, {"pycgpu.io/gpu.weight": "5"}, pid=None))
     assert read(cli, "gpu.weight") == "default 5\n"
@@ -334,7 +348,7 @@ def test_priority_is_off_without_an_allow_list(cli, ctr, tmp_path):
     r = hook(cli, state(ctr, {"pycgpu.io/gpu.weight": "300",
                               "pycgpu.io/gpu.priority": "1023"}), code=2)
     assert "annotation pycgpu.io/gpu.priority is not on this node's allow-list" in r.output
-    assert _knob(cli, "gpu.priority") in (None, "0\n")
+    assert _knob(cli, "gpu.priority") in (None, "default\n")
     assert _knob(cli, "gpu.weight") in (None, "default 100\n")
     hook(cli, state(ctr, {"pycgpu.io/gpu.weight": "300",
                           "pycgpu.io/gpu.memory.max": "renderD128=1G"}))

@@ -17,8 +17,14 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from kernel_model import U64_MAX, Model, Refused, table_state
 
-from pycgpu.core import formats
+from pycgpu.core import formats, knobs
 from pycgpu.core.formats import DevT
+from pycgpu.core.model import FILE
+
+
+def model_file(name):
+    """pycgpu's parser of the file @name (pycgpu.core.model's table)."""
+    return FILE[name].parse
 
 TABLE = Path(__file__).parent / "fixtures" / "kernel_writes.json"
 # as in the VM the table was recorded in (vgem 226:128, simgpu 226:129): literal
@@ -52,6 +58,7 @@ def test_the_model_agrees_with_every_write_recorded_from_the_kernel():
     wrong = []
     for e in entries:
         m = model()
+        m.write("gpu.priority", b"0")  # as tests/vm/test_kernel_table.py's reset() leaves it
         text = e["input"].replace("{sched}", "226:129").replace("{nosched}", "226:128")
         got = (write(m, e["file"], text), table_state(e["file"], m.render(e["file"]), KEYS))
         if got != (e["errno"], e["state"]):
@@ -92,11 +99,12 @@ def test_memory_max_writes_are_taken_as_meant(size):
     assert m.read("gpu.memory.max")[NOSCHED] == (U64_MAX if size is None else size)
 
 
-@given(priorities)
+@given(st.one_of(st.just(formats.UNSET), priorities))
 def test_priority_writes_are_taken_as_meant(prio):
     m = model()
-    m.write("gpu.priority", f"{prio}\n".encode())
-    assert m.priority == prio
+    m.write("gpu.priority", b"-9")
+    m.write("gpu.priority", formats.format_priority(prio).encode())
+    assert m.priority == (None if prio is formats.UNSET else prio)
 
 
 # what the kernel prints, pycgpu reads back exactly -------------------------------------------
@@ -104,7 +112,7 @@ def test_priority_writes_are_taken_as_meant(prio):
 
 @given(weights, st.dictionaries(st.sampled_from([SCHED]), weights),
        st.dictionaries(st.sampled_from([SCHED, NOSCHED]), st.integers(0, U64_MAX - 1)),
-       priorities)
+       st.one_of(st.none(), priorities))
 def test_canonical_texts_parse_back_exactly(default, per_device, limits, prio):
     m = model()
     m.default, m.weights, m.mem, m.priority = default, per_device, limits, prio
@@ -114,7 +122,16 @@ def test_canonical_texts_parse_back_exactly(default, per_device, limits, prio):
     got = formats.parse_flat_keyed(m.render("gpu.memory.max"))
     assert {(d.major, d.minor): v for d, v in got.items()} == {
         d: limits.get(d) for d in (SCHED, NOSCHED)}
-    assert formats.parse_int(m.render("gpu.priority")) == prio
+    assert model_file("gpu.priority")(m.render("gpu.priority")) == (
+        formats.UNSET if prio is None else prio)
+
+
+def test_a_new_group_reads_default_and_a_kernel_before_0():
+    assert model().render("gpu.priority") == "default\n"
+    old = Model({SCHED: True}, unset=False)
+    assert old.render("gpu.priority") == "0\n"
+    assert write(old, "gpu.priority", "default") == "EINVAL"
+    assert old.priority == 0
 
 
 # pycgpu takes a value as text when, and only when, the kernel would -------------------------
@@ -163,6 +180,37 @@ def test_a_weight_given_as_text_is_accepted_as_the_kernel_would(text):
 @example("1024")
 def test_a_priority_given_as_text_is_accepted_as_the_kernel_would(text):
     assert pycgpu_number(text, formats.check_priority) == kernel_number("gpu.priority", text)
+
+
+# a priority as text: the words of a number and of default, and the blanks strstrip() drops
+PRIORITY_TEXT = st.lists(st.sampled_from(["default", "Default", "defaults", "de", "fault", "5",
+                                          "-7", "0", " ", "\t", "\n", "\r", "\v"]),
+                         min_size=1, max_size=4).map("".join)
+
+
+@settings(max_examples=400)
+@given(PRIORITY_TEXT)
+@example("default")
+@example(" default\n")
+@example("\tdefault\r\v")
+@example("default 5")
+@example("defaultdefault")
+@example("de" + "fault")
+def test_a_priority_or_default_given_as_text_is_taken_as_the_kernel_would(text):
+    """--priority and the annotation's parser against the kernel's write of
+    the same text: the same value, or a refusal by both."""
+    try:
+        mine: object = knobs.parse_settings((), text, (), DevT.parse).priority
+    except knobs.InvalidRequest:
+        mine = "refused"
+    m = model()
+    m.write("gpu.priority", b"-9")
+    try:
+        m.write("gpu.priority", text.encode())
+        theirs: object = formats.UNSET if m.priority is None else m.priority
+    except Refused:
+        theirs = "refused"
+    assert mine == theirs
 
 
 SIZE_TEXT = st.text(alphabet="0123456789kKmMgGtTpP+-_. ax\u0665", min_size=0, max_size=24)

@@ -47,7 +47,9 @@ def test_undo_values(fake):
     assert Write("gpu.weight", "226:129 1", DevT(226, 129)).undo_value(cg) == "226:129 default"
     assert Write("gpu.memory.max", "226:128 1", DEV).undo_value(cg) == "226:128 4096"
     assert Write("gpu.memory.max", "226:129 1", DevT(226, 129)).undo_value(cg) == "226:129 max"
-    assert Write("gpu.priority", "1").undo_value(cg) == "0"
+    assert Write("gpu.priority", "1").undo_value(cg) == "default"  # a new group's
+    (path / "gpu.priority").write_text("-4\n")
+    assert Write("gpu.priority", "1").undo_value(cg) == "-4"
 
 
 def test_plan_create_steps_skip_what_exists(fake):

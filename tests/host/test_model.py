@@ -98,8 +98,8 @@ def test_the_show_schema_has_every_file_of_the_model():
                 "additionalProperties"], f.name
         else:
             assert where[f.show_key[-1]] == f.schema, f.name
-    assert list(props) == ["path", "gpu_enabled", "weight", "priority", "priority_effective",
-                           "priority_capped_by", "memory", "stat"]
+    assert list(props) == ["path", "gpu_enabled", "weight", "priority", "priority_inherited",
+                           "priority_effective", "priority_capped_by", "memory", "stat"]
 
 
 def test_the_rollback_writes_back_what_the_model_read(group):

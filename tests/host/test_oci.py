@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from runtime_schemas import oci_errors
 
+from pycgpu.core.formats import UNSET
 from pycgpu.runtime import annotations as ann
 from pycgpu.runtime import oci
 from pycgpu.runtime.runc_spec import TEXT as RUNC_SPEC
@@ -223,6 +224,22 @@ def test_patch_hook_mode_carries_knobs_in_annotations(bundle, cli):
         k: v for k, v in doc["annotations"].items() if k != ann.IMAGE_CHECK}
     cli("oci", "patch", str(bundle), "--hook", "--hook-path", "/usr/local/bin/pycgpu")
     assert len(load(bundle / "config.json")["hooks"]["createRuntime"]) == 1
+
+
+def test_priority_default_in_unified_and_in_the_annotation(bundle, cli):
+    """runc writes a unified value as it is: ``default`` unsets the group's
+    priority (a new container's group has none: it inherits its pod's)."""
+    cli("oci", "patch", str(bundle), "--priority", "default")
+    assert load(bundle / "config.json")["linux"]["resources"]["unified"] == {
+        "gpu.priority": "default"}
+    cli("oci", "patch", str(bundle), "--hook", "--hook-path", "/usr/local/bin/pycgpu",
+        "--priority", " default")
+    doc = load(bundle / "config.json")
+    assert doc["annotations"] == {"pycgpu.io/gpu.priority": "default"}
+    assert doc["linux"]["resources"]["unified"] == {}  # the knob moved to the annotation
+    request = ann.parse(doc["annotations"], lambda t: None)
+    assert request.settings.priority is UNSET
+    assert ann.format_settings(request.settings) == doc["annotations"]
 
 
 def test_hook_command_defaults(tmp_path, monkeypatch):
@@ -473,6 +490,9 @@ BAD_OPTIONS = [
       "--legacy-stanza"], "the legacy linux.resources.gpu stanza has one memory limit"),
     (["--weight", "5", "--legacy-stanza"],
      "the legacy linux.resources.gpu stanza carries memory and prio"),
+    (["--priority", "default", "--legacy-stanza"],
+     "the legacy linux.resources.gpu stanza's prio is a number: it cannot carry the priority "
+     "default"),
     (["--memory-max", "renderD128=max", "--legacy-stanza"],
      "the legacy linux.resources.gpu stanza carries memory and prio"),
     (["--cgroups-path", "/a/../b"], "cgroups path '/a/../b' must not contain '..'"),

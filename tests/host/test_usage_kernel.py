@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from fakeproc import Clock
 
-from pycgpu.core.formats import DevT
+from pycgpu.core.formats import UNSET, DevT
 from pycgpu.monitoring import AUTO, FDINFO, KERNEL, gpu_enabled_below, open_source, rates
 from pycgpu.monitoring.kernel import KernelSource
 
@@ -51,6 +51,20 @@ def test_reads_every_file_of_a_group(tree):
     assert b.memory == {"current": 0, "max": None, "peak": 0, "limit_hits": 0}
     assert b.weight == 50
     assert s.errors == []
+
+
+def test_a_priority_that_reads_default(tree):
+    """Unset (a new group's, it inherits): UNSET, the effective one as ever;
+    a file that reads neither a number nor default is an error of its own."""
+    fill(tree.root / "ai/infer", stat="226:128 usage_usec=1 wait_usec=0\n",
+         priority="default\n", effective="5\n")
+    fill(tree.root / "solo", stat="226:128 usage_usec=1 wait_usec=0\n", priority="dflt\n",
+         effective="0\n")
+    s = KernelSource(tree.root).sample()
+    g = s.groups["/ai/infer"]
+    assert (g.priority, g.priority_effective) == (UNSET, 5)
+    assert s.groups["/solo"].priority is None
+    assert s.errors == [f"{tree.root}/solo/gpu.priority: gpu.priority: 'dflt' is not an integer"]
 
 
 def test_visits_gpu_groups_only_and_marks_leaves(tree):

@@ -75,7 +75,8 @@ def test_files_appear_when_enabled_and_go_when_disabled(mount):
 
 def test_defaults(cgroup):
     assert cgroup.read("gpu.weight") == "default 100\n"
-    assert cgroup.read("gpu.priority") == "0\n"
+    # unset: a top-level group's effective priority is 0
+    assert cgroup.read("gpu.priority") == "default\n"
     assert cgroup.read("gpu.priority.effective") == "0\n"
 
 
@@ -147,7 +148,16 @@ def test_priority_accepted(cgroup, write, value):
     assert cgroup.priority() == value
 
 
-PRIO_EINVAL = ["\n", "abc", "1 2", "1.5", "default", "max", "0x10", "--1", "226:128 5"]
+@pytest.mark.parametrize("write", ["default", "default\n", " default ", "\tdefault\n"])
+def test_priority_default_unsets_it(cgroup, write):
+    assert raw_write(cgroup, "gpu.priority", "-9") == 0
+    assert raw_write(cgroup, "gpu.priority", write) == 0
+    assert cgroup.read("gpu.priority") == "default\n"
+    assert cgroup.read("gpu.priority.effective") == "0\n"
+
+
+PRIO_EINVAL = ["\n", "abc", "1 2", "1.5", "max", "0x10", "--1", "226:128 5", "Default",
+               "default 5", "defaults", "default0"]
 PRIO_ERANGE = ["1024", "-1024", "99999999999", "-99999999999"]
 
 
@@ -178,6 +188,30 @@ def test_priority_effective_is_clamped_by_ancestors(cgroup):
     # the root imposes no clamp
     cgroup.set_priority(1023)
     assert child.priority_effective() == 500
+
+
+def test_an_unset_priority_inherits_the_parents(cgroup):
+    """Issue 37 item 10: a priority given to a container's group reaches the
+    groups made under it (a pod's containers, systemd inside a container);
+    before, the untouched child and grandchild of a group at 500 ran at 0."""
+    child = cgroup.child("a")
+    grandchild = child.child("b")
+    grandchild.create()
+    cgroup.set_priority(500)
+    assert child.read("gpu.priority") == grandchild.read("gpu.priority") == "default\n"
+    assert (child.priority_effective(), grandchild.priority_effective()) == (500, 500)
+    # a set priority still takes effect up to the parent's
+    child.set_priority(800)
+    assert grandchild.priority_effective() == 500
+    child.set_priority(-5)
+    assert grandchild.priority_effective() == -5
+    assert raw_write(child, "gpu.priority", "default") == 0
+    assert grandchild.priority_effective() == 500
+    # a top-level group's unset priority is 0, which its children inherit
+    assert raw_write(cgroup, "gpu.priority", "default") == 0
+    assert (child.priority_effective(), grandchild.priority_effective()) == (0, 0)
+    child.set_priority(300)
+    assert grandchild.priority_effective() == 0
 
 
 def test_priority_effective_is_read_only(cgroup):

@@ -94,11 +94,12 @@ def test_higher_priority_job_starts_first(cgroup, node):
     high = cgroup.child("high")
     for g in (*lows, high):
         g.create()
-    cgroup.set_priority(1000)  # the test's parent would clamp its children to 0
+    cgroup.set_priority(1000)  # unset, the test's top-level group would clamp them to 0
     high.set_priority(100)
     # weight works against it: only its priority puts it first
     high.set_weight(1)
     for g in lows:
+        g.set_priority(0)  # unset, they would inherit 1000
         g.set_weight(10000)
     waits: list[float] = []
 
@@ -134,6 +135,7 @@ def test_child_cannot_raise_its_priority_above_its_parent(cgroup, node):
         g.create()
     cgroup.set_priority(1000)
     x.set_priority(100)
+    y.set_priority(0)
     yc.set_priority(500)  # clamped to y's 0
     assert yc.priority_effective() == 0
     with loads(node, [x, yc]):

@@ -73,6 +73,8 @@ def test_late_cgroup_after_a_higher_band_gets_an_equal_share(cgroup, node):
     cgroup.set_priority(1000)
     high, early, late = groups(cgroup, "high", "early", "late")
     high.set_priority(100)
+    early.set_priority(0)
+    late.set_priority(0)
     with loads(node, [early]):
         with loads(node, [high]):
             time.sleep(2.0)
@@ -96,6 +98,7 @@ def test_killed_client_exits_at_once_under_a_higher_priority_load(cgroup, node):
     cgroup.set_priority(1000)
     high, low = groups(cgroup, "high", "low")
     high.set_priority(100)
+    low.set_priority(0)
     with loads(node, [high]):
         ctx = mp.get_context("fork")
         ready = ctx.Event()
@@ -218,6 +221,8 @@ def test_clients_in_one_cgroup_take_turns(cgroup, node):
 def test_priority_change_applies_to_running_loads(cgroup, node):
     cgroup.set_priority(1000)
     a, b = groups(cgroup, "a", "b")
+    a.set_priority(0)
+    b.set_priority(0)
     with loads(node, [a, b]):
         assert_shares(measure_shares([a, b], devt(node), seconds=1.0), [50, 50])
         b.set_priority(10)

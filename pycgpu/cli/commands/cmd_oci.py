@@ -96,7 +96,8 @@ or MAJ:MIN; see pycgpu devices):
                         the host node) and a linux.resources.devices allow rule
                         (c MAJ:MIN rwm: runc adds none by itself)
   --weight [DEV=]W      linux.resources.unified["gpu.weight"], 1..10000
-  --priority N          linux.resources.unified["gpu.priority"], -1023..1023
+  --priority N          linux.resources.unified["gpu.priority"], -1023..1023, or
+                        default (none of its own: it inherits, as a new group does)
   --memory-max DEV=SIZE linux.resources.unified["gpu.memory.max"]: 512M, 2G, max
                         (a kernel with dmem: "dmem.max"; DEV:REGION=SIZE for
                         one of a device's regions, see pycgpu devices)
@@ -374,7 +375,7 @@ def hook(state: State, allow: tuple[str, ...], allow_list: Path, proc_root: Path
 
     \b
       pycgpu.io/gpu.weight      300, renderD128=50, 300,renderD129=20
-      pycgpu.io/gpu.priority    -10 (off unless the node allows it)
+      pycgpu.io/gpu.priority    -10, default (off unless the node allows it)
       pycgpu.io/gpu.memory.max  renderD128=2G, renderD128=2G,renderD129=512M
       pycgpu.io/image-check     enforce | warn | off (see pycgpu image check)
 

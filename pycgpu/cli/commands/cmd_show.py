@@ -58,12 +58,15 @@ def render(item: dict[str, Any], names: Mapping[DevT, str] | None = None) -> lis
         w = item["weight"]
         overrides = _devices(w["devices"], dev) if w["devices"] else ""
         add("weight", f"default {w['default']}" + (f", {overrides}" if overrides else ""))
-    if "priority" in item:
+    inherited = item.get("priority_inherited", False)
+    if "priority" in item or inherited:
         eff = item.get("priority_effective")
         note = "" if eff is None else f" (effective {eff}"
         if item.get("priority_capped_by"):
-            note += f", capped by {item['priority_capped_by']}"
-        add("priority", f"{item['priority']}" + (note + ")" if note else ""))
+            how = "inherited from" if inherited else "capped by"
+            note += f", {how} {item['priority_capped_by']}"
+        own = "default" if inherited else f"{item['priority']}"
+        add("priority", own + (note + ")" if note else ""))
     memory = item.get("memory", {})
     for key in ("max", "min", "low", "current", "peak"):
         if key in memory:
@@ -89,7 +92,9 @@ def show(state: State, path: str, recursive: bool, as_json: bool) -> None:
     for example) are left out. Devices are named by their render node with
     MAJ:MIN beside, renderD128 (226:128); sizes are shown as 512M/1536M
     where exact, else rounded to one decimal (976.6K). The JSON has numbers
-    (bytes, microseconds), null for max, and devices keyed MAJ:MIN. With -r,
+    (bytes, microseconds), null for max, and devices keyed MAJ:MIN. A group
+    without a priority of its own shows "default" and the ancestor its
+    effective priority comes from (JSON: priority_inherited). With -r,
     a group below PATH whose files cannot be read or parsed is left out with
     a warning on stderr, and one removed during the walk is left out quietly.
 

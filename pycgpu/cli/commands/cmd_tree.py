@@ -35,8 +35,10 @@ Knobs (each may be combined; DEV is renderD128, /dev/dri/renderD128, card0,
 a PCI address like 0000:00:02.0 or 00:02.0, or MAJ:MIN like 226:128):
   --weight W            default share of GPU time, 1..10000 (default 100)
   --weight DEV=W        the share on one device; DEV=default drops the override
-  --priority N          -1023..1023; the effective priority is capped by the
-                        ancestors' (--raise-ancestors lifts them)
+  --priority N          -1023..1023: takes effect up to the parent's effective
+                        priority (--raise-ancestors lifts the ancestors)
+  --priority default    none of its own (a new group's): the group inherits its
+                        parent's effective priority, 0 under the root
   --memory-max DEV=SIZE GPU memory limit on DEV: bytes, 512K, 512M, 2G, 1T, or max
                         (gpu.memory.max, or on a kernel with the dmem controller
                         dmem.max of DEV's memory region)
@@ -49,8 +51,9 @@ a PCI address like 0000:00:02.0 or 00:02.0, or MAJ:MIN like 226:128):
 def raise_option(f: F) -> F:
     return click.option(
         "--raise-ancestors", is_flag=True,
-        help="With --priority N: also raise every ancestor whose gpu.priority is below N "
-             "to N (their cap on the effective priority), in the same all-or-none step.")(f)
+        help="With --priority N: also raise to N the ancestors that cap it below N (a "
+             "gpu.priority below N; a top-level group's default, 0), in the same "
+             "all-or-none step.")(f)
 
 
 def knob_options(f: F) -> F:
@@ -62,7 +65,8 @@ def knob_options(f: F) -> F:
                           "its regions, DEV:REGION=SIZE. Repeatable.")(f)
     # repeatable to refuse a second one, as a second default --weight is
     f = click.option("--priority", "priority", multiple=True, metavar="N",
-                     help="Priority, -1023..1023.")(f)
+                     help="Priority, -1023..1023, or default (none of its own: inherit "
+                          "the parent's).")(f)
     f = click.option("--weight", "weights", multiple=True, metavar="[DEV=]W",
                      shell_complete=complete_dev_value,
                      help="GPU time weight 1..10000, for all devices or DEV=W for one. "
@@ -164,10 +168,12 @@ def set_(state: State, path: str, weights: tuple[str, ...], priority: tuple[str,
     """Change knobs of the existing cgroup PATH: all of them or, if the
     kernel refuses one, none (the ones already written are restored).
 
-    The effective priority is capped by every ancestor's gpu.priority (the
-    default 0 included): set warns, naming the ancestor, when the priority
-    asked for will not take effect; --raise-ancestors lifts those ancestors
-    to it in the same all-or-none step.
+    A group's effective priority is its gpu.priority up to its parent's
+    effective one; a group without one of its own (default) inherits its
+    parent's, and a top-level group's default is 0. set warns, naming the
+    ancestor, when the priority asked for will not take effect;
+    --raise-ancestors lifts those ancestors to it in the same all-or-none
+    step.
 
     \b
     Examples:
@@ -176,6 +182,7 @@ def set_(state: State, path: str, weights: tuple[str, ...], priority: tuple[str,
       pycgpu set ai/infer --priority 200 --memory-max 226:128=max
       pycgpu set ai/infer --memory-max renderD128=512M --dry-run
       pycgpu set ai/infer --priority 500 --raise-ancestors
+      pycgpu set ai/infer/worker --priority default
     """
     from ...core import knobs
 
