@@ -147,7 +147,7 @@ struct gpucg_device *gpucg_register_device(dev_t devt)
 	struct gpucg_device *dev;
 	int ret;
 
-	dev = kzalloc_obj(*dev);
+	dev = kzalloc_obj(*dev, GFP_KERNEL);
 	if (!dev)
 		return ERR_PTR(-ENOMEM);
 	dev->devt = devt;
@@ -294,7 +294,8 @@ static struct gpucg_pool *gpucg_pool_create(struct gpucg *cg,
 	if (parent != &gpucg_root)
 		ppool = xa_load(&parent->pools, dev->id);
 
-	pool = kzalloc_obj(*pool);
+	/* charged to whoever makes it: a client's first use, a write */
+	pool = kzalloc_obj(*pool, GFP_KERNEL_ACCOUNT);
 	if (!pool)
 		return ERR_PTR(-ENOMEM);
 	pool->cg = cg;
@@ -302,7 +303,7 @@ static struct gpucg_pool *gpucg_pool_create(struct gpucg *cg,
 	pool->parent = ppool;
 	xa_init(&pool->ents);
 	gpucg_mem_init(pool, ppool ?: &dev->root);
-	ret = xa_insert(&cg->pools, dev->id, pool, GFP_KERNEL);
+	ret = xa_insert(&cg->pools, dev->id, pool, GFP_KERNEL_ACCOUNT);
 	if (ret) {
 		kfree(pool);
 		return ERR_PTR(ret);
@@ -345,7 +346,7 @@ gpucg_css_alloc(struct cgroup_subsys_state *parent_css)
 	if (!parent_css) {
 		cg = &gpucg_root;
 	} else {
-		cg = kzalloc_obj(*cg);
+		cg = kzalloc_obj(*cg, GFP_KERNEL);
 		if (!cg)
 			return ERR_PTR(-ENOMEM);
 	}

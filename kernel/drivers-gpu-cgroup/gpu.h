@@ -22,10 +22,11 @@
 
 /*
  * The controller's files are one source for Linux 7.3 and the 6.12 LTS:
- * the typed allocator of 7.x, on 6.12 for the one use made of it here.
+ * the typed allocator of 7.x, on 6.12 for the uses made of it here (every
+ * one gives its gfp flags).
  */
 #ifndef kzalloc_obj
-#define kzalloc_obj(P)	kzalloc(sizeof(P), GFP_KERNEL)
+#define kzalloc_obj(P, gfp)	kzalloc(sizeof(P), gfp)
 #endif
 
 #define GPUCG_PRIO_MIN		(-1023)

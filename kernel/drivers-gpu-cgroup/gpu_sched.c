@@ -246,9 +246,15 @@
  * - A loan lifts the queue that holds the job waited for, while it is
  *   ready, and nothing else of its cgroup: a job that waits on something
  *   of its own lifts nothing meanwhile (gpucg_test_loan_lifts_only_its_holder).
- *
- * One limit stands: a client's creation or move creates its cgroup's
- * entity on every engine of the device.
+ * - What a client makes the core allocate is charged to the memory cgroup
+ *   of the task that made it (GFP_KERNEL_ACCOUNT), and a move of its
+ *   owner makes the new cgroup's entity only on the engines the client's
+ *   queues used (gpucg_client_prepare()), not on every engine of the
+ *   device (other clients' per-queue engines): a process that moves
+ *   through K cgroups pins K entities per engine it used
+ *   (gpucg_test_move_makes_entities_where_used). Submissions take
+ *   gpucg_mutex only to make what is missing: at a queue's creation, and
+ *   once after a move of the owner.
  *
  * Locking: an engine's lock protects its entities' trees, keys, vtimes,
  * estimates and the list of entities it expects back, and is taken with
@@ -390,6 +396,7 @@ struct gpucg_client {
 	struct gpucg_device	*dev;
 	struct mutex		lock;	/* serializes owner changes */
 	refcount_t		ref;	/* the DRM file's, and its queues' */
+	struct xarray		engines; /* ids of the engines it used */
 };
 
 static struct gpucg_queue *gpucg_next(struct gpucg_engine *engine);
@@ -1462,14 +1469,16 @@ static struct gpucg_entity *gpucg_entity_get(struct gpucg *cg,
 			;
 		parent = p->parent ? xa_load(&p->parent->ents, engine->id) :
 			 &engine->top;
-		ent = kzalloc_obj(*ent);
+		/* charged to whoever makes it: the client that first needs it */
+		ent = kzalloc_obj(*ent, GFP_KERNEL_ACCOUNT);
 		if (!ent)
 			return ERR_PTR(-ENOMEM);
 		gpucg_entity_init(ent, engine, parent, p);
 		ent->prio = gpucg_priority_effective(p->cg);
 		ret = gpucg_group_alloc(ent, p->cg);
 		if (!ret)
-			ret = xa_insert(&p->ents, engine->id, ent, GFP_KERNEL);
+			ret = xa_insert(&p->ents, engine->id, ent,
+					GFP_KERNEL_ACCOUNT);
 		if (ret) {
 			gpucg_group_free(ent);
 			kfree(ent);
@@ -1509,7 +1518,8 @@ struct gpucg_engine *__gpucg_engine_create(struct gpucg_device *dev,
 
 	if (!dev)
 		return NULL;
-	engine = kzalloc_obj(*engine);
+	/* charged to whoever makes it: a user's queue, for per-queue engines */
+	engine = kzalloc_obj(*engine, GFP_KERNEL_ACCOUNT);
 	if (!engine)
 		return ERR_PTR(-ENOMEM);
 	engine->dev = dev;
@@ -1698,9 +1708,26 @@ void gpucg_sched_rekey(struct gpucg *cg)
 }
 
 /*
- * Creates the entities of @cg on every engine of the client's device, so
- * that its queues can move to them in any context. If that fails, they
- * stay where they are (gpucg_queue_bind()).
+ * Records that @client's queues use @engine, so that a move of its owner
+ * makes the new cgroup's entity there (gpucg_client_prepare()). The record
+ * stays with the client: an id that a later engine takes over costs that
+ * engine an entity per move, at most one per engine id the client used.
+ * Without memory for it, a queue there stays in its cgroup after a move
+ * (gpucg_queue_bind()). Process context.
+ */
+static void gpucg_client_use(struct gpucg_client *client,
+			     struct gpucg_engine *engine)
+{
+	if (!xa_load(&client->engines, engine->id))
+		xa_store(&client->engines, engine->id, xa_mk_value(0),
+			 GFP_KERNEL_ACCOUNT);
+}
+
+/*
+ * Creates the entities of @cg on the engines @client's queues used, so that
+ * they can move to them in any context; O(engines of the device) without
+ * allocation for the others. If that fails, they stay where they are
+ * (gpucg_queue_bind()). Client's lock held.
  */
 static void gpucg_client_prepare(struct gpucg_client *client, struct gpucg *cg)
 {
@@ -1708,7 +1735,8 @@ static void gpucg_client_prepare(struct gpucg_client *client, struct gpucg *cg)
 
 	mutex_lock(&gpucg_mutex);
 	list_for_each_entry(engine, &client->dev->engines, dev_node)
-		gpucg_entity_get(cg, engine);
+		if (xa_load(&client->engines, engine->id))
+			gpucg_entity_get(cg, engine);
 	mutex_unlock(&gpucg_mutex);
 }
 
@@ -1718,7 +1746,7 @@ static struct gpucg_client *gpucg_client_new(struct gpucg_device *dev,
 {
 	struct gpucg_client *client;
 
-	client = kzalloc_obj(*client);
+	client = kzalloc_obj(*client, GFP_KERNEL_ACCOUNT);
 	if (!client) {
 		css_put(&cg->css);
 		return ERR_PTR(-ENOMEM);
@@ -1726,7 +1754,7 @@ static struct gpucg_client *gpucg_client_new(struct gpucg_device *dev,
 	client->dev = dev;
 	mutex_init(&client->lock);
 	refcount_set(&client->ref, 1);
-	gpucg_client_prepare(client, cg);
+	xa_init(&client->engines);
 	RCU_INIT_POINTER(client->cg, cg);
 	return client;
 }
@@ -1843,6 +1871,7 @@ void gpucg_client_put(struct gpucg_client *client)
 	if (IS_ERR_OR_NULL(client) || !refcount_dec_and_test(&client->ref))
 		return;
 	css_put(&rcu_dereference_protected(client->cg, true)->css);
+	xa_destroy(&client->engines);
 	kfree(client);
 }
 EXPORT_SYMBOL_GPL(gpucg_client_put);
@@ -1914,8 +1943,10 @@ int gpucg_queue_init(struct gpucg_queue *q, struct gpucg_engine *engine,
 		mutex_lock(&gpucg_mutex);
 		ent = gpucg_entity_get(cg, engine);
 		mutex_unlock(&gpucg_mutex);
-		if (!IS_ERR(ent))
+		if (!IS_ERR(ent)) {
 			css_get(&cg->css);
+			gpucg_client_use(client, engine);
+		}
 		mutex_unlock(&client->lock);
 		if (IS_ERR(ent))
 			return PTR_ERR(ent);
@@ -2255,15 +2286,19 @@ struct gpucg_queue *gpucg_client_group(struct gpucg_engine *engine,
 EXPORT_SYMBOL_GPL(gpucg_client_group);
 
 /**
- * gpucg_client_group_prepare() - create the run queue of a client's cgroup
- *				  on a grouped engine
- * @engine: an engine from gpucg_engine_create_grouped()
+ * gpucg_client_group_prepare() - make the entity of a client's cgroup on an
+ *				  engine its queues may run on
+ * @engine: the engine; for one from gpucg_engine_create_grouped() the
+ *	    entity comes with the cgroup's run queue there. NULL is allowed
  * @client: the client; NULL is allowed
  *
- * The core makes every cgroup's run queues on the engines a device has
- * when a client is created or its owner moves; a scheduler created later
- * (one per firmware queue, say) calls this before it needs the run queue
- * in a context that cannot sleep. Cheap when it exists.
+ * A queue moves to the entity of its owner's cgroup, and between engines
+ * (gpucg_queue_move()), in contexts that cannot sleep; the core makes the
+ * entities it needs at gpucg_queue_init() and, for the engines a client
+ * used, when its owner moves. A driver whose queue may run on other
+ * engines, or gets a run queue per cgroup there, calls this before it
+ * needs the entity, after a move of the owner too. Cheap when the entity
+ * exists and the engine is known to be the client's.
  *
  * Context: process context, may sleep.
  */
@@ -2277,7 +2312,8 @@ void gpucg_client_group_prepare(struct gpucg_engine *engine,
 		return;
 	rcu_read_lock();
 	cg = rcu_dereference(client->cg);
-	found = cg == &gpucg_root || gpucg_entity_find(cg, engine);
+	found = xa_load(&client->engines, engine->id) &&
+		(cg == &gpucg_root || gpucg_entity_find(cg, engine));
 	rcu_read_unlock();
 	if (found)
 		return;
@@ -2286,6 +2322,7 @@ void gpucg_client_group_prepare(struct gpucg_engine *engine,
 	mutex_lock(&gpucg_mutex);
 	gpucg_entity_get(cg, engine);	/* else the root cgroup's is used */
 	mutex_unlock(&gpucg_mutex);
+	gpucg_client_use(client, engine);
 	mutex_unlock(&client->lock);
 }
 EXPORT_SYMBOL_GPL(gpucg_client_group_prepare);
@@ -2884,7 +2921,7 @@ EXPORT_SYMBOL_GPL(gpucg_queue_share);
 struct gpucg *gpucg_kunit_cgroup_new(struct gpucg *parent, u32 weight,
 				     int prio)
 {
-	struct gpucg *cg = kzalloc_obj(*cg);
+	struct gpucg *cg = kzalloc_obj(*cg, GFP_KERNEL);
 
 	if (!cg)
 		return NULL;

@@ -917,6 +917,63 @@ static void gpucg_test_priority_inherits(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, gpucg_priority_effective(under), 800);
 }
 
+/* As gpucg_client_set_owner() does for a move of @client's owner to @cg */
+static void gst_move(struct gpucg_client *client, struct gpucg *cg)
+{
+	mutex_lock(&client->lock);
+	gpucg_client_prepare(client, cg);
+	rcu_assign_pointer(client->cg, cg);
+	mutex_unlock(&client->lock);
+}
+
+/* The entities of cgroups on @engine */
+static unsigned int gst_nr_entities(struct gpucg_engine *engine)
+{
+	struct gpucg_entity *ent;
+	unsigned int n = 0;
+
+	mutex_lock(&gpucg_mutex);
+	list_for_each_entry(ent, &engine->ents, engine_node)
+		n++;
+	mutex_unlock(&gpucg_mutex);
+	return n;
+}
+
+#define GST_MOVES	1000
+#define GST_OTHERS	100
+
+/*
+ * Promise 4: a client whose owner moves through many cgroups makes the new
+ * cgroups' entities only on the engines its queues used, whatever else the
+ * device has (other clients' per-queue engines): 1,000 moves beside 100
+ * engines of others make 1,000 entities on its engine and none on theirs
+ * (each move made one on every engine before: 100,000 on theirs).
+ */
+static void gpucg_test_move_makes_entities_where_used(struct kunit *test)
+{
+	struct gst *w = test->priv;
+	struct gpucg *first = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 0);
+	struct gpucg_engine *mine = gst_engine(w);
+	struct gst_queue *q = gst_queue(w, mine, first);
+	unsigned int i, theirs = 0;
+	struct gpucg_engine **others;
+
+	others = kunit_kcalloc(test, GST_OTHERS, sizeof(*others), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, others);
+	for (i = 0; i < GST_OTHERS; i++)
+		others[i] = gpucg_engine_create(w->dev, true);
+	for (i = 0; i < GST_MOVES; i++)
+		gst_move(q->client, gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 0));
+	for (i = 0; i < GST_OTHERS; i++) {
+		if (IS_ERR_OR_NULL(others[i]))
+			continue;
+		theirs += gst_nr_entities(others[i]);
+		gpucg_engine_destroy(others[i]);
+	}
+	KUNIT_EXPECT_EQ(test, gst_nr_entities(mine), GST_MOVES + 1);
+	KUNIT_EXPECT_EQ(test, theirs, 0U);
+}
+
 /*
  * A queue that goes drops the links into it and out of it: nothing of the
  * loan is left on the engine, and nothing points at the queue.
@@ -954,6 +1011,7 @@ static struct kunit_case gpucg_sched_cases[] = {
 	KUNIT_CASE(gpucg_test_loan_of_own_band_reorders_nothing),
 	KUNIT_CASE(gpucg_test_priority_change_relifts),
 	KUNIT_CASE(gpucg_test_priority_inherits),
+	KUNIT_CASE(gpucg_test_move_makes_entities_where_used),
 	KUNIT_CASE(gpucg_test_queue_fini_drops_links),
 	KUNIT_CASE(gpucg_test_deterministic),
 	{}

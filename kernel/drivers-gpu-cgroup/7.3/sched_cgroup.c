@@ -133,7 +133,7 @@ static struct gpucg_queue *drm_sched_gpucg_rq_alloc(void *priv)
 	struct drm_gpu_scheduler *sched = priv;
 	struct drm_sched_gpucg_rq *grq;
 
-	grq = kzalloc_obj(*grq);
+	grq = kzalloc_obj(*grq, GFP_KERNEL_ACCOUNT);
 	if (!grq)
 		return NULL;
 	drm_sched_rq_init(sched, &grq->rq);
@@ -438,7 +438,7 @@ static int drm_sched_entity_gpucg_bind_locked(struct drm_sched_entity *entity,
 					   entity->gpucg_client))
 			xa_store(&drm_sched_gpucg_entities,
 				 (unsigned long)entity->fence_context, entity,
-				 GFP_KERNEL);
+				 GFP_KERNEL_ACCOUNT);
 	} else {
 		ret = gpucg_queue_init(&entity->gpucg, sched->gpucg, client, 0);
 	}
@@ -474,17 +474,18 @@ int drm_sched_entity_gpucg_init(struct drm_sched_entity *entity, u64 client_id)
 		mutex_unlock(&drm_sched_gpucg_mutex);
 		gpucg_client_put(client);
 	}
-	/* a scheduler made after the client, or an owner that moved since */
+	/*
+	 * The entities of its owner's cgroup on the schedulers it may run on:
+	 * one made after the client, one it has not used, or an owner that
+	 * moved since (the core makes them on the engines a client used).
+	 */
+	client = entity->gpucg_client ?: entity->gpucg.client;
 	if (!entity->sched_list) {
-		if (drm_sched_gpucg_grouped(sched))
-			gpucg_client_group_prepare(sched->gpucg,
-						   entity->gpucg_client);
+		gpucg_client_group_prepare(sched->gpucg, client);
 		return ret;
 	}
 	for (i = 0; i < entity->num_sched_list; i++)
-		if (drm_sched_gpucg_grouped(entity->sched_list[i]))
-			gpucg_client_group_prepare(entity->sched_list[i]->gpucg,
-						   entity->gpucg_client);
+		gpucg_client_group_prepare(entity->sched_list[i]->gpucg, client);
 	return ret;
 }
 
