@@ -286,27 +286,20 @@ def linked_signaler(gpu: SimGpu, node: str | Path, cgroup: str | Path | None, du
 
 
 def waited_jobs(gpu: SimGpu, link: int, signalers: list[Signaler], duration_ns: int,
-                seconds: float, pairs: list[tuple[int, int]] | None = None) -> int:
+                seconds: float) -> int:
     """Jobs of @duration_ns of @gpu's file, each waiting on syncobj @link
-    after each of @signalers queued a job, completed within @seconds. For
-    each completed job but the last, appends to @pairs the time from the
-    last signaler's job's queueing to its own, and the time that job
-    waited in its queue, in ns."""
+    after each of @signalers queued a job, completed within @seconds."""
     done = 0
     end = time.monotonic() + seconds
-    waiter: JobTimes | None = None
     while (left := end - time.monotonic()) > 0:
-        signal: JobTimes | None = None
         try:
             for signaler in signalers:
-                signal = signaler.submit(timeout_s=left)
+                signaler.submit(timeout_s=left)
         except TimeoutError:
             break
-        if pairs is not None and waiter is not None and signal is not None:
-            pairs.append((waiter.queued_ns - signal.queued_ns, signal.wait_ns))
         seqno = gpu.submit(duration_ns, wait_for=link)
         try:
-            waiter = gpu.wait(seqno, timeout_ns=max(1, int((end - time.monotonic()) * 1e9)))
+            gpu.wait(seqno, timeout_ns=max(1, int((end - time.monotonic()) * 1e9)))
         except OSError:
             break  # the window ended with the job still waiting
         done += 1

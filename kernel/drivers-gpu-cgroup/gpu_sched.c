@@ -1719,8 +1719,8 @@ static void gpucg_client_use(struct gpucg_client *client,
 			     struct gpucg_engine *engine)
 {
 	if (!xa_load(&client->engines, engine->id))
-		xa_store(&client->engines, engine->id, xa_mk_value(0),
-			 GFP_KERNEL_ACCOUNT);
+		xa_store_irq(&client->engines, engine->id, xa_mk_value(0),
+			     GFP_KERNEL_ACCOUNT);
 }
 
 /*
@@ -1740,6 +1740,8 @@ static void gpucg_client_prepare(struct gpucg_client *client, struct gpucg *cg)
 	mutex_unlock(&gpucg_mutex);
 }
 
+static struct lock_class_key gpucg_client_engines_key;
+
 /* A client of @dev owned by @cg, whose reference it takes over. */
 static struct gpucg_client *gpucg_client_new(struct gpucg_device *dev,
 					     struct gpucg *cg)
@@ -1754,7 +1756,13 @@ static struct gpucg_client *gpucg_client_new(struct gpucg_device *dev,
 	client->dev = dev;
 	mutex_init(&client->lock);
 	refcount_set(&client->ref, 1);
-	xa_init(&client->engines);
+	/*
+	 * The last put, which destroys it, may come in any context; a class
+	 * of its own, apart from the other xarrays this file initializes
+	 * (those of KUnit's cgroups, locked with interrupts on).
+	 */
+	xa_init_flags(&client->engines, XA_FLAGS_LOCK_IRQ);
+	lockdep_set_class(&client->engines.xa_lock, &gpucg_client_engines_key);
 	RCU_INIT_POINTER(client->cg, cg);
 	return client;
 }

@@ -18,6 +18,8 @@
  * test's memory.
  */
 
+#include <linux/debug_locks.h>
+
 #include <kunit/test.h>
 
 #define GST_MAX_ENGINES	4
@@ -974,6 +976,48 @@ static void gpucg_test_move_makes_entities_where_used(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, theirs, 0U);
 }
 
+/* The last reference on a client, dropped from an RCU callback */
+struct gst_late_put {
+	struct rcu_head		rcu;
+	struct gpucg_client	*client;
+};
+
+static void gst_late_put(struct rcu_head *rcu)
+{
+	gpucg_client_put(container_of(rcu, struct gst_late_put, rcu)->client);
+}
+
+/*
+ * A client's last reference may go in any context (a request retired in
+ * a softirq, a fence callback, an RCU callback): what it frees takes no
+ * lock that process context takes with interrupts on. Lockdep says so
+ * (debug_locks goes off at its first report): the record of the engines
+ * a client used was once an xarray locked with interrupts on and
+ * destroyed at the last put, from an RCU callback in a softirq.
+ */
+static void gpucg_test_client_put_in_softirq(struct kunit *test)
+{
+	struct gst *w = test->priv;
+	struct gpucg_engine *engine = gst_engine(w);
+	struct gst_late_put *put;
+	struct gpucg_queue *q;
+
+	if (!IS_ENABLED(CONFIG_PROVE_LOCKING) || !debug_locks)
+		kunit_skip(test, "lockdep is not on");
+	put = kunit_kzalloc(test, sizeof(*put), GFP_KERNEL);
+	q = kunit_kzalloc(test, sizeof(*q), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, put);
+	KUNIT_ASSERT_NOT_NULL(test, q);
+	put->client = gpucg_client_new(w->dev, gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 0));
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, put->client);
+	/* the queue records its engine in the client, in process context */
+	KUNIT_ASSERT_EQ(test, gpucg_queue_init(q, engine, put->client, 0), 0);
+	gpucg_queue_fini(q);
+	call_rcu(&put->rcu, gst_late_put);
+	rcu_barrier();
+	KUNIT_EXPECT_TRUE(test, debug_locks);
+}
+
 /*
  * A queue that goes drops the links into it and out of it: nothing of the
  * loan is left on the engine, and nothing points at the queue.
@@ -1013,6 +1057,7 @@ static struct kunit_case gpucg_sched_cases[] = {
 	KUNIT_CASE(gpucg_test_priority_inherits),
 	KUNIT_CASE(gpucg_test_move_makes_entities_where_used),
 	KUNIT_CASE(gpucg_test_queue_fini_drops_links),
+	KUNIT_CASE(gpucg_test_client_put_in_softirq),
 	KUNIT_CASE(gpucg_test_deterministic),
 	{}
 };

@@ -25,7 +25,6 @@ import pytest
 from clients import busy_fractions, devt, usage_us
 from simgpu import ClientProcess, Load, SimGpu, linked_signaler, waited_jobs
 
-from pycgpu.core import formats
 from pycgpu.core.cgroup import Cgroup
 
 LINK_JOB_NS = 2_000_000
@@ -86,74 +85,6 @@ def test_waiter_lends_its_priority_to_the_job_it_waits_for(bands, simgpu_nodes, 
         "inheritance)"
     assert low_us >= 0.8 * done * LINK_JOB_NS / 1000, \
         f"the signaller's cgroup was charged {low_us} us for {done} jobs of its own"
-
-
-SIGNAL_JOB_NS = 5_000_000
-MIDDLE_JOB_NS = 10_000_000
-
-
-def busy_us(cg: Cgroup, dev) -> tuple[int, int]:
-    """@cg's GPU time on @dev and the time its queues waited ready, which
-    is counted when their next job starts (gpu.stat): their sum, and the
-    second."""
-    stat = formats.parse_nested_keyed(cg.read("gpu.stat"))[dev]
-    return stat["usage_usec"] + stat["wait_usec"], stat["wait_usec"]
-
-
-def busy_through(cg: Cgroup, dev, settle_s: float = 2.0) -> int:
-    """@cg's busy_us() on @dev once one of its jobs has started after this
-    call, for at most @settle_s: then its queues' wait up to that start is
-    counted, even for a band kept waiting until the load that kept it
-    ended. It counts a little past the call: that wait, and jobs that
-    ended meanwhile."""
-    busy, wait = busy_us(cg, dev)
-    deadline = time.monotonic() + settle_s
-    while time.monotonic() < deadline:
-        time.sleep(0.01)
-        busy, now_wait = busy_us(cg, dev)
-        if now_wait > wait:
-            break
-    return busy
-
-
-def test_the_engine_awaits_the_loan_of_a_job_it_served(bands, simgpu_nodes):
-    """A signaller at -100 whose every 5 ms job the waiter at 100 waits for
-    (its own 1 ms job on another device), beside a band at 0 of 10 ms jobs:
-    the signaller's job is queued, in its own band, before the waiter's job
-    that lends to it, and a middle job started in that gap would hold it
-    for most of 10 ms. The engine expects a signaller whose last job ran on
-    loan back in the lent band, and then awaits its loan once (the core's
-    essay), so the job waits for the gap and little more; without either
-    a middle job starts first. Booted with gpu_anticipate_us=0 (no
-    anticipation), the median wait beyond the gap was 6.0 ms against
-    0.4."""
-    wait_node, signal_node = simgpu_nodes[0], simgpu_nodes[1]
-    middle, dev = bands["middle"], devt(signal_node)
-    pairs: list[tuple[int, int]] = []
-    with joined(bands["high"]), SimGpu(wait_node) as gpu:
-        link, signaler = linked_signaler(gpu, signal_node, bands["low"].path, SIGNAL_JOB_NS)
-        with running(signaler), running(Load(signal_node, middle.path, MIDDLE_JOB_NS)):
-            time.sleep(0.3)
-            before, since = busy_through(middle, dev), time.monotonic()
-            done = waited_jobs(gpu, link, [signaler], 1_000_000, WINDOW_S, pairs)
-            window_s = time.monotonic() - since
-            # the pair at 100 takes what it needs, and the engine idles in
-            # its round trips (about half of it under emulation): the band
-            # at 0 may not start a job for the whole window (one CI run
-            # counted 0.3 s of 2 when it ended), but it must have been
-            # there, ready or running, all along
-            middle_us = busy_through(middle, dev) - before
-    assert len(pairs) >= 10, f"{done} jobs in {WINDOW_S} s"
-    assert middle_us >= 0.5 * window_s * 1e6, \
-        f"the band at 0 was ready or running {middle_us} us of {window_s:.2f} s: " \
-        "it did not compete"
-    beyond = sorted(wait - gap for gap, wait in pairs)
-    median_ms = beyond[len(beyond) // 2] / 1e6
-    assert median_ms < MIDDLE_JOB_NS / 4e6, \
-        f"the signaller's job waited {median_ms:.2f} ms (median) beyond the waiter's " \
-        f"submission, over {len(pairs)} jobs (quartiles " \
-        f"{beyond[len(beyond) // 4] / 1e6:.2f}, {beyond[3 * len(beyond) // 4] / 1e6:.2f} ms): " \
-        "a middle job ran first"
 
 
 BUSY_JOB_NS = 600_000_000
