@@ -61,7 +61,8 @@ UPSTREAM_SUITES = {
 CGROUP_SUITE = "drm_sched_cgroup_tests"
 # the harness's cgroups (tests_cgroup.c): name -> (gpu.weight, gpu.priority)
 KUNIT_CGROUPS = {"w100": (100, 0), "e100": (100, 0), "w400": (400, 0), "w900": (900, 0),
-                 "p100": (100, 100), "p0": (100, 0), "m100": (100, -100)}
+                 "p100": (100, 100), "p0": (100, 0), "m100": (100, -100), "m50": (100, -50),
+                 "q100": (100, 100), "r100": (100, 100), "s100": (100, 100)}
 # xe's suites that need no device, and the series' own among them
 XE_MODULES = ("xe", "xe_test")
 XE_CGROUP_SUITE = "xe_gpucg"
