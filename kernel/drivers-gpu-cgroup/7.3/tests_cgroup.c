@@ -83,6 +83,7 @@ struct cg_client_params {
 	unsigned int wait_us;	/* interactive: sleep between jobs */
 	unsigned int start_ms;	/* starts that long after the others */
 	bool high;		/* DRM_SCHED_PRIORITY_HIGH, else NORMAL */
+	bool kernel;		/* the kernel's: no client, no cgroup */
 };
 
 /* A shallow client: one job queued at a time, thinking @think_us between */
@@ -282,9 +283,16 @@ static void cg_client_setup(struct kunit *test, struct cg_client *client,
 			    struct drm_mock_scheduler *sched, unsigned int i)
 {
 	client->test = test;
-	client->gpucg = cg_client_new(test, dev, client->params.cgroup);
-	client->entity = cg_entity_new(test, sched, client->gpucg,
-				       client->params.high);
+	if (client->params.kernel) {
+		client->entity = drm_mock_sched_entity_new(test, DRM_SCHED_PRIORITY_NORMAL,
+							   sched);
+		KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, cg_entity_free,
+								client->entity), 0);
+	} else {
+		client->gpucg = cg_client_new(test, dev, client->params.cgroup);
+		client->entity = cg_entity_new(test, sched, client->gpucg,
+					       client->params.high);
+	}
 	client->ring = kunit_kcalloc(test, max(client->params.depth, 1U),
 				     sizeof(*client->ring), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, client->ring);
@@ -571,6 +579,36 @@ static void drm_sched_cgroup_priority(struct kunit *test)
 	share = cg_share(clients, 2, 1, 2);
 	kunit_info(test, "priority 100 against 0: %u%%\n", share);
 	KUNIT_EXPECT_GE(test, share, 95U);
+}
+
+/*
+ * Kernel jobs go first, in the scheduler's own run queues as upstream's,
+ * and kernel jobs that a client causes are that client's work once the
+ * driver binds their entity to it (drm_sched_entity_gpucg_bind(), as
+ * amdgpu does for a file's page-table updates): a deep entity of kernel
+ * jobs takes the engine from a deep client at priority 100 when it is the
+ * kernel's, and leaves it to that client when bound to one at 0.
+ */
+static void drm_sched_cgroup_kernel_work(struct kunit *test)
+{
+	struct cg_client kernel[2] = {
+		{ .params = { "p100", 4, 2000, 0 } },
+		{ .params = { .depth = 4, .job_us = 2000, .kernel = true } },
+	};
+	struct cg_client bound[2] = {
+		{ .params = { "p100", 4, 2000, 0 } },
+		{ .params = { "p0", 4, 2000, 0 } },
+	};
+	unsigned int unbound_share, bound_share;
+
+	cg_run(test, kernel, 2, 1);
+	unbound_share = cg_share(kernel, 2, 1, 2);
+	cg_run(test, bound, 2, 1);
+	bound_share = cg_share(bound, 2, 1, 2);
+	kunit_info(test, "kernel jobs against a client at 100: %u%% as the kernel's, %u%% as a client's at 0\n",
+		   unbound_share, bound_share);
+	KUNIT_EXPECT_GE(test, unbound_share, 95U);
+	KUNIT_EXPECT_LE(test, bound_share, 5U);
 }
 
 /*
@@ -1124,6 +1162,7 @@ static struct kunit_case drm_sched_cgroup_tests[] = {
 	KUNIT_CASE_SLOW(drm_sched_cgroup_oversubscribed),
 	KUNIT_CASE_SLOW(drm_sched_cgroup_interactive),
 	KUNIT_CASE_SLOW(drm_sched_cgroup_priority),
+	KUNIT_CASE_SLOW(drm_sched_cgroup_kernel_work),
 	KUNIT_CASE_SLOW(drm_sched_cgroup_inside),
 	KUNIT_CASE_SLOW(drm_sched_cgroup_priority_inside),
 	KUNIT_CASE(drm_sched_cgroup_karma),

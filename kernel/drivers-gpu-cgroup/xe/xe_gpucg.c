@@ -11,8 +11,8 @@
  *
  * Queues. Every exec queue a client creates (xe_exec_queue_create_ioctl():
  * a VM_BIND queue's first tile's, not those of the other tiles; of a 7.3
- * queue group, the primary, whose GuC properties its secondaries take: the
- * secondaries' own runtime is not charged) is a queue of the controller
+ * queue group, the primary, whose GuC properties its secondaries take, and
+ * which is charged their runtime as its own) is a queue of the controller
  * on its engine class: one controller engine per class,
  * as fdinfo's drm-cycles-<class> and the uapi's engine classes see the
  * engines of a class as one. Kernel queues (migration, page-table updates
@@ -75,6 +75,7 @@
 #include <linux/workqueue.h>
 
 #include <kunit/visibility.h>
+#include <uapi/drm/xe_drm.h>
 
 #include <drm/drm_drv.h>
 #include <drm/drm_file.h>
@@ -91,6 +92,20 @@
 #include "xe_guc_types.h"
 #include "xe_hw_engine.h"
 #include "xe_pm.h"
+
+/*
+ * The queue of the controller that @q's runtime is charged to: its own,
+ * or a 7.3 queue group's secondary's, whose GuC properties are the
+ * primary's, the primary's, on which the secondary holds a reference.
+ */
+static struct xe_exec_queue *xe_gpucg_owner(struct xe_exec_queue *q)
+{
+#ifdef DRM_XE_MULTI_GROUP_CREATE
+	return xe_exec_queue_multi_queue_primary(q);
+#else
+	return q;
+#endif
+}
 
 /* More GPU time than one reading of a queue's runtime can hold, in s */
 #define XE_GPUCG_MAX_READ_S	(24 * 60 * 60)
@@ -181,9 +196,10 @@ static void xe_gpucg_apply(struct xe_exec_queue *q, const unsigned int *sharing)
 }
 
 /*
- * The next exec queue of @gt at or after *@index that is a queue of the
- * controller, with a reference, or NULL. The lookup is read under the lock
- * that guards it (a queue leaves it before it is freed), and a queue is
+ * The next exec queue of @gt at or after *@index that is charged to a
+ * queue of the controller (xe_gpucg_owner()), with a reference, or NULL.
+ * The lookup is read under the lock that guards it (a queue leaves it
+ * before it is freed, and a secondary before its primary), and a queue is
  * taken at its first GuC id only (a parallel queue holds one per LRC); the
  * lock is not held while the queue is worked on, as a queue's last put may
  * take it.
@@ -196,7 +212,8 @@ static struct xe_exec_queue *xe_gpucg_next(struct xe_gt *gt, unsigned long *inde
 	mutex_lock(&guc->submission_state.lock);
 	xa_for_each_start(&guc->submission_state.exec_queue_lookup, *index, q, *index) {
 		/* pairs with the release in xe_gpucg_queue_init() */
-		if (*index == q->guc->id && smp_load_acquire(&q->gpucg_ready) &&
+		if (*index == q->guc->id &&
+		    smp_load_acquire(&xe_gpucg_owner(q)->gpucg_ready) &&
 		    xe_exec_queue_get_unless_zero(q))
 			break;
 	}
@@ -211,6 +228,9 @@ enum xe_gpucg_pass { XE_GPUCG_SYNC, XE_GPUCG_SHARE, XE_GPUCG_APPLY };
  * it) and tells the controller which are busy; SHARE takes the shares of
  * all, once all are synced, counting the queues that share each class;
  * APPLY sends the bands and timeslices. Returns whether a queue was busy.
+ * A group's secondaries are only read: the controller sees the group as
+ * its primary, whose band and timeslice GuC gives the group, busy while
+ * the primary is (a group whose primary idles keeps the timeslice it had).
  */
 static bool xe_gpucg_pass(struct xe_gt *gt, enum xe_gpucg_pass pass,
 			  unsigned int *sharing)
@@ -221,10 +241,15 @@ static bool xe_gpucg_pass(struct xe_gt *gt, enum xe_gpucg_pass pass,
 	u32 share;
 
 	for (index = 0; (q = xe_gpucg_next(gt, &index)); index++) {
+		if (xe_gpucg_owner(q) != q && pass != XE_GPUCG_SYNC) {
+			xe_exec_queue_put(q);
+			continue;
+		}
 		switch (pass) {
 		case XE_GPUCG_SYNC:
 			xe_exec_queue_update_run_ticks(q);
-			gpucg_queue_sync(&q->gpucg, xe_gpucg_queue_busy);
+			if (xe_gpucg_owner(q) == q)
+				gpucg_queue_sync(&q->gpucg, xe_gpucg_queue_busy);
 			break;
 		case XE_GPUCG_SHARE:
 			share = gpucg_queue_share(&q->gpucg);
@@ -381,9 +406,10 @@ void xe_gpucg_queue_fini(struct xe_exec_queue *q)
 
 /**
  * xe_gpucg_queue_submit() - a job was pushed to an exec queue
- * @q: the exec queue
+ * @q: the exec queue, a queue group's secondary included
  *
- * The queue is busy from now; the worker follows it from here.
+ * The queue is busy from now; the worker follows it from here (and reads
+ * a secondary's runtime while it runs).
  *
  * Context: process context.
  */
@@ -391,6 +417,7 @@ void xe_gpucg_queue_submit(struct xe_exec_queue *q)
 {
 	struct xe_device *xe = gt_to_xe(q->gt);
 
+	q = xe_gpucg_owner(q);
 	/* under execlists no worker follows the queue: it is charged only */
 	if (!q->gpucg.engine || !xe_device_uc_enabled(xe))
 		return;
@@ -401,7 +428,8 @@ void xe_gpucg_queue_submit(struct xe_exec_queue *q)
 
 /**
  * xe_gpucg_queue_charge() - an exec queue's runtime grew
- * @q: the exec queue
+ * @q: the exec queue, a queue group's secondary included (charged to its
+ *     primary)
  * @ticks: by how much, in ticks of its GT's reference clock
  *
  * Context: any context.
@@ -410,6 +438,7 @@ void xe_gpucg_queue_charge(struct xe_exec_queue *q, u64 ticks)
 {
 	u32 hz = q->gt->info.reference_clock;
 
+	q = xe_gpucg_owner(q);
 	/*
 	 * More than a day of GPU time in one reading is, on 7.3, a 32-bit
 	 * timestamp (before Xe2) read as it wrapped (6.12 subtracts in 32
