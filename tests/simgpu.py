@@ -286,20 +286,27 @@ def linked_signaler(gpu: SimGpu, node: str | Path, cgroup: str | Path | None, du
 
 
 def waited_jobs(gpu: SimGpu, link: int, signalers: list[Signaler], duration_ns: int,
-                seconds: float) -> int:
+                seconds: float, pairs: list[tuple[int, int]] | None = None) -> int:
     """Jobs of @duration_ns of @gpu's file, each waiting on syncobj @link
-    after each of @signalers queued a job, completed within @seconds."""
+    after each of @signalers queued a job, completed within @seconds. For
+    each completed job but the last, appends to @pairs the time from the
+    last signaler's job's queueing to its own, and the time that job
+    waited in its queue, in ns."""
     done = 0
     end = time.monotonic() + seconds
+    waiter: JobTimes | None = None
     while (left := end - time.monotonic()) > 0:
+        signal: JobTimes | None = None
         try:
             for signaler in signalers:
-                signaler.submit(timeout_s=left)
+                signal = signaler.submit(timeout_s=left)
         except TimeoutError:
             break
+        if pairs is not None and waiter is not None and signal is not None:
+            pairs.append((waiter.queued_ns - signal.queued_ns, signal.wait_ns))
         seqno = gpu.submit(duration_ns, wait_for=link)
         try:
-            gpu.wait(seqno, timeout_ns=max(1, int((end - time.monotonic()) * 1e9)))
+            waiter = gpu.wait(seqno, timeout_ns=max(1, int((end - time.monotonic()) * 1e9)))
         except OSError:
             break  # the window ended with the job still waiting
         done += 1

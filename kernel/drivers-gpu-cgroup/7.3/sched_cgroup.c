@@ -27,10 +27,7 @@
  * the order of the scheduler's own run queues). What a cgroup gets
  * against the others is gpu.weight's and gpu.priority's alone. Entities
  * without a client (the kernel's own jobs, drm_client_id 0) stay in the
- * scheduler's own run queues, which go first; an entity whose kernel jobs
- * a client causes (amdgpu's page-table updates of a file's VM) is bound to
- * that client by its driver (drm_sched_entity_gpucg_bind()) and is that
- * client's work, in order and in gpu.stat.
+ * scheduler's own run queues, which go first.
  *
  * An entity joins the run queue of its client's cgroup at its first job,
  * and moves to another when its client's owner has moved, at the next job's
@@ -492,38 +489,29 @@ int drm_sched_entity_gpucg_init(struct drm_sched_entity *entity, u64 client_id)
 	return ret;
 }
 
+#if IS_ENABLED(CONFIG_KUNIT)
 /**
- * drm_sched_entity_gpucg_bind - run an entity's jobs as a client's work
- * @entity: the entity, initialized, before its first job
- * @client: the client whose work the entity runs (a DRM file's
- *	    &drm_file.gpucg), or NULL for the kernel's
+ * drm_sched_entity_gpucg_bind - bind an entity to a client before its first
+ * job
+ * @entity: the entity, on an engine of the gpu cgroup controller
+ * @client: the client, from gpucg_client_create_in()
  *
- * For an entity of the driver's that runs kernel jobs (drm_client_id 0)
- * which a client causes, such as amdgpu's page-table updates of a file's
- * VM: they are ordered in the run queue of the client's cgroup and charged
- * to it, as the client's own jobs are, instead of going first as the
- * kernel's and being charged to no cgroup. Without it an entity takes the
- * client of its first job. Does nothing on a scheduler that is no engine
- * of the gpu cgroup controller, or for an entity already bound.
+ * For the scheduler's KUnit tests, whose jobs come from no DRM file.
  *
  * Context: process context, may sleep.
  * Return: 0 or -ENOMEM.
  */
-int drm_sched_entity_gpucg_bind(struct drm_sched_entity *entity,
-				struct gpucg_client *client)
+VISIBLE_IF_KUNIT int drm_sched_entity_gpucg_bind(struct drm_sched_entity *entity,
+						 struct gpucg_client *client)
 {
 	int ret;
 
-	if (!entity->rq || !entity->rq->sched->gpucg)
-		return 0;
 	mutex_lock(&drm_sched_gpucg_mutex);
 	ret = drm_sched_entity_gpucg_bind_locked(entity, client);
 	mutex_unlock(&drm_sched_gpucg_mutex);
 	return ret;
 }
-EXPORT_SYMBOL(drm_sched_entity_gpucg_bind);
-
-#if IS_ENABLED(CONFIG_KUNIT)
+EXPORT_SYMBOL_IF_KUNIT(drm_sched_entity_gpucg_bind);
 
 /**
  * drm_sched_gpucg_orders - whether a scheduler orders entities by cgroup

@@ -56,7 +56,7 @@ MODULE_IMPORT_NS("EXPORTED_FOR_KUNIT_TESTING");
 
 static char *gpucg_root;
 module_param(gpucg_root, charp, 0400);
-MODULE_PARM_DESC(gpucg_root, "cgroup2 path of the loader's cgroups for the gpu cgroup tests (w100, e100, w400, w900, p100, p0); without it the tests make their own");
+MODULE_PARM_DESC(gpucg_root, "cgroup2 path of the loader's cgroups for the gpu cgroup tests (w100, e100, w400, w900, p100, q100, r100, s100, p0, m50, m100); without it the tests make their own");
 
 /* The cgroups a test makes without gpucg_root, by name (cg_init()) */
 static const struct {
@@ -284,10 +284,13 @@ static void cg_client_setup(struct kunit *test, struct cg_client *client,
 {
 	client->test = test;
 	if (client->params.kernel) {
+		/* the mock's jobs carry a client id: bound to none, explicitly */
 		client->entity = drm_mock_sched_entity_new(test, DRM_SCHED_PRIORITY_NORMAL,
 							   sched);
 		KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, cg_entity_free,
 								client->entity), 0);
+		KUNIT_ASSERT_EQ(test, drm_sched_entity_gpucg_bind(&client->entity->base,
+								  NULL), 0);
 	} else {
 		client->gpucg = cg_client_new(test, dev, client->params.cgroup);
 		client->entity = cg_entity_new(test, sched, client->gpucg,
@@ -582,12 +585,10 @@ static void drm_sched_cgroup_priority(struct kunit *test)
 }
 
 /*
- * Kernel jobs go first, in the scheduler's own run queues as upstream's,
- * and kernel jobs that a client causes are that client's work once the
- * driver binds their entity to it (drm_sched_entity_gpucg_bind(), as
- * amdgpu does for a file's page-table updates): a deep entity of kernel
- * jobs takes the engine from a deep client at priority 100 when it is the
- * kernel's, and leaves it to that client when bound to one at 0.
+ * Kernel jobs go first, in the scheduler's own run queues, as upstream's
+ * (amdgpu's page-table updates of a file's VM are such jobs): a deep
+ * entity of the kernel's takes the engine from a deep client at priority
+ * 100; the same load bound to a client at 0 leaves it to that client.
  */
 static void drm_sched_cgroup_kernel_work(struct kunit *test)
 {
@@ -605,7 +606,7 @@ static void drm_sched_cgroup_kernel_work(struct kunit *test)
 	unbound_share = cg_share(kernel, 2, 1, 2);
 	cg_run(test, bound, 2, 1);
 	bound_share = cg_share(bound, 2, 1, 2);
-	kunit_info(test, "kernel jobs against a client at 100: %u%% as the kernel's, %u%% as a client's at 0\n",
+	kunit_info(test, "a deep load against a client at 100: %u%% as the kernel's, %u%% as a client's at 0\n",
 		   unbound_share, bound_share);
 	KUNIT_EXPECT_GE(test, unbound_share, 95U);
 	KUNIT_EXPECT_LE(test, bound_share, 5U);
@@ -990,8 +991,10 @@ static void drm_sched_cgroup_loan_awaited(struct kunit *test)
 		wait = cg_lender_job(test, entities[0], 0);
 		fence = drm_mock_sched_job_submit_get_finished(signal);
 		fsleep(c->gap_us);
-		if (drm_sched_job_add_dependency(&wait->base, fence))
+		if (drm_sched_job_add_dependency(&wait->base, fence)) {
+			drm_sched_job_cleanup(&wait->base);
 			break;
+		}
 		drm_mock_sched_job_submit(wait);
 		if (!drm_mock_sched_job_wait_finished(wait, HZ))
 			break;
@@ -1095,8 +1098,10 @@ static unsigned int cg_inv_rate(struct kunit *test, const struct cg_inv_case *c,
 		for (i = c->signallers + 1; i-- > 0;) {
 			job = cg_lender_job(test, entities[i], i);
 			drm_mock_sched_job_set_duration_us(job, c->job_us);
-			if (fence && drm_sched_job_add_dependency(&job->base, fence))
+			if (fence && drm_sched_job_add_dependency(&job->base, fence)) {
+				drm_sched_job_cleanup(&job->base);
 				goto out;
+			}
 			if (i) {
 				fence = drm_mock_sched_job_submit_get_finished(job);
 				fsleep(c->gap_us);
@@ -1150,6 +1155,7 @@ static void drm_sched_cgroup_inversion(struct kunit *test)
 		   c->description, inverted, control,
 		   control ? inverted * 100 / control : 0);
 	KUNIT_EXPECT_GT(test, control, 0U);
+	KUNIT_EXPECT_GT(test, inverted, 0U);
 	if (c->gap_us < 100)
 		KUNIT_EXPECT_GE(test, inverted * 100, control * 95);
 }

@@ -94,9 +94,10 @@
 #include "xe_pm.h"
 
 /*
- * The queue of the controller that @q's runtime is charged to: its own,
- * or a 7.3 queue group's secondary's, whose GuC properties are the
- * primary's, the primary's, on which the secondary holds a reference.
+ * The exec queue whose queue of the controller @q's runtime is charged to:
+ * @q itself, but for a secondary queue of a 7.3 queue group, which takes
+ * its GuC properties from the group's primary and holds a reference on
+ * it: the primary.
  */
 static struct xe_exec_queue *xe_gpucg_owner(struct xe_exec_queue *q)
 {
@@ -211,9 +212,10 @@ static struct xe_exec_queue *xe_gpucg_next(struct xe_gt *gt, unsigned long *inde
 
 	mutex_lock(&guc->submission_state.lock);
 	xa_for_each_start(&guc->submission_state.exec_queue_lookup, *index, q, *index) {
+		struct xe_exec_queue *owner = xe_gpucg_owner(q);
+
 		/* pairs with the release in xe_gpucg_queue_init() */
-		if (*index == q->guc->id &&
-		    smp_load_acquire(&xe_gpucg_owner(q)->gpucg_ready) &&
+		if (*index == q->guc->id && smp_load_acquire(&owner->gpucg_ready) &&
 		    xe_exec_queue_get_unless_zero(q))
 			break;
 	}
@@ -230,7 +232,10 @@ enum xe_gpucg_pass { XE_GPUCG_SYNC, XE_GPUCG_SHARE, XE_GPUCG_APPLY };
  * APPLY sends the bands and timeslices. Returns whether a queue was busy.
  * A group's secondaries are only read: the controller sees the group as
  * its primary, whose band and timeslice GuC gives the group, busy while
- * the primary is (a group whose primary idles keeps the timeslice it had).
+ * the primary is. So a group whose secondaries alone work has no share
+ * (it keeps the timeslice it had), and the worker does not come back for
+ * it: their runtime is charged when a submission arms the worker, when
+ * fdinfo is read and when they end.
  */
 static bool xe_gpucg_pass(struct xe_gt *gt, enum xe_gpucg_pass pass,
 			  unsigned int *sharing)
@@ -408,8 +413,8 @@ void xe_gpucg_queue_fini(struct xe_exec_queue *q)
  * xe_gpucg_queue_submit() - a job was pushed to an exec queue
  * @q: the exec queue, a queue group's secondary included
  *
- * The queue is busy from now; the worker follows it from here (and reads
- * a secondary's runtime while it runs).
+ * The queue is busy from now; the worker follows it from here (a
+ * secondary: its primary, and reads the secondary's runtime once).
  *
  * Context: process context.
  */
