@@ -1,0 +1,190 @@
+"""bench-sim: the scheduling figures on virtual time, without a VM or root.
+
+``tools/sim.sh run`` boots the UML kernel of 7.3's tree with the series
+(``tools/sim.sh build``) under ``time-travel=inf-cpu`` and runs the KUnit
+scenarios of the cgroup order (kernel/drivers-gpu-cgroup/7.3/tests_cgroup.c)
+under drm_sched's FIFO and FAIR policies: clocks are virtual and CPU work
+takes no time, so every figure is exact and the same on every run. This
+parses the figures the scenarios print into bench/results/sim-7.3.json and
+prints them as a table.
+
+Figures (each is the worse of the two policies; ``_over_fifo`` and
+``_over_fair`` give the cgroup order's figure over each):
+
+- fairness_max_error_pts: two deep clients at weights 1:1, 1:4 and 1:9,
+  with 1, 2, 4 and 256 slots: the largest distance, in points of the GPU
+  time used, of the heavier one's share from its weight's; target 1;
+- multislot_shallow_error_pts: a client that keeps one job queued and does
+  not think, against a deep one, with 2, 4 and 256 slots: the largest
+  distance of its share of the GPU time used from its weight's; target 2;
+- think_share_error_pts: a client that thinks 25% to 1000% of its job
+  against a deep one: the largest distance of its share of the engine
+  from the smaller of its demand (what it gets alone) and its weight's
+  share of the GPU time used; target 2;
+- inversion_control_ratio: a waiter at priority 100 whose every job waits
+  on a client at -100 (on its scheduler, on another, or along a chain of
+  three through one at -50), beside a deep load at 0, with a native
+  submission gap (20 us) and 1 or 3 ms jobs: the worst of its rates over
+  the rate of the same load with everyone in the waiter's band; target
+  0.95. ``inversion_control_ratio_emulated_gap`` is the same with a 1.5
+  ms gap, what the emulated VM sees (shown, no target);
+- loan_wait_median_us: how long a job that a waiter at 100 lends to waits
+  for its start after the waiter's submission, beside a deep load at 0 with
+  10 ms jobs (median; the worse of the two gaps).
+
+Upstream FIFO's and FAIR's own figures for the same loads (no cgroup
+configured) are not measured yet (issue 38).
+
+Usage: bench/sim.py [LOG]: parses LOG (the output of ``tools/sim.sh run``)
+instead of running it.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from common import save, table
+
+ROOT = Path(__file__).resolve().parent.parent
+POLICIES = ("fifo", "fair")
+TARGETS = {
+    "fairness_max_error_pts": 1.0,
+    "multislot_shallow_error_pts": 2.0,
+    "think_share_error_pts": 2.0,
+    "inversion_control_ratio": 0.95,
+}
+# "[sim.sh] virtual time, 7.3, fifo (sched_policy=1): ..."
+SECTION = re.compile(r"^\[sim\.sh\] virtual time, (?P<base>[\d.]+), (?P<name>\w+) ")
+# "    drm_sched_cgroup_weights: weights 1:4, one credit: 80% (want 80%)"
+WEIGHTS = re.compile(r"^\s+drm_sched_cgroup_weights: .*: (?P<got>\d+)% \(want (?P<want>\d+)%\)$")
+# "    drm_sched_cgroup_shapes: think 25%, one slot, weights 9:1: 72% of the
+# engine, 90% of the GPU time used (alone 76%), want 72%; engine busy 80%"
+SHAPES = re.compile(
+    r"^\s+drm_sched_cgroup_shapes: (?P<case>no think|think \d+%).*?: (?P<engine>\d+)% of the "
+    r"engine, (?P<used>\d+)% of the GPU time used \(alone \d+%\), want (?P<want>\d+)%")
+# "    drm_sched_cgroup_inversion: two schedulers, 1 ms jobs, native gap:
+# 494 rounds/s, 356 in the waiter's band: 138%"
+INVERSION = re.compile(
+    r"^\s+drm_sched_cgroup_inversion: (?P<case>[^:]*), (?P<gap>native|emulator's) gap: "
+    r"(?P<rate>\d+) rounds/s, (?P<control>\d+) in the waiter's band")
+# "    drm_sched_cgroup_loan_awaited: a native submission gap (20 us): the
+# signaller's job started 0 us (median) after ..."
+LOAN = re.compile(r"^\s+drm_sched_cgroup_loan_awaited: [^:]*: the signaller's job started "
+                  r"(?P<median>-?\d+) us \(median\)")
+
+
+class SimError(Exception):
+    """The output lacks figures a scenario should have printed."""
+
+
+@dataclass
+class Figures:
+    """One policy's figures, as the scenarios printed them."""
+
+    weights: list[tuple[int, int]] = field(default_factory=list)
+    shallow: list[tuple[int, int]] = field(default_factory=list)  # (share of used, want)
+    think: list[tuple[int, int]] = field(default_factory=list)  # (share of engine, want)
+    inversion: dict[str, list[float]] = field(default_factory=dict)  # gap -> ratios
+    loan_median_us: list[int] = field(default_factory=list)
+
+    def summary(self) -> dict[str, float]:
+        missing = [n for n, v in (("weights", self.weights), ("shapes", self.shallow),
+                                  ("think", self.think), ("inversion", self.inversion),
+                                  ("loan", self.loan_median_us)) if not v]
+        if missing or "native" not in self.inversion:
+            raise SimError(f"no figures of {', '.join(missing) or 'native inversion'}")
+        out = {
+            "fairness_max_error_pts": float(max(abs(g - w) for g, w in self.weights)),
+            "multislot_shallow_error_pts": float(max(abs(g - w) for g, w in self.shallow)),
+            "think_share_error_pts": float(max(abs(g - w) for g, w in self.think)),
+            "inversion_control_ratio": round(min(self.inversion["native"]), 3),
+            "loan_wait_median_us": float(max(self.loan_median_us)),
+        }
+        if "emulator's" in self.inversion:
+            out["inversion_control_ratio_emulated_gap"] = round(
+                min(self.inversion["emulator's"]), 3)
+        return out
+
+
+def parse(lines: Iterable[str]) -> dict[str, Figures]:
+    """The figures of 7.3's cgroup suite under each policy in @lines."""
+    found: dict[str, Figures] = {}
+    current: Figures | None = None
+    for line in lines:
+        line = line.rstrip("\n")
+        if m := SECTION.match(line):
+            current = (found.setdefault(m["name"], Figures())
+                       if m["base"] == "7.3" and m["name"] in POLICIES else None)
+            continue
+        if current is None:
+            continue
+        if m := WEIGHTS.match(line):
+            current.weights.append((int(m["got"]), int(m["want"])))
+        elif m := SHAPES.match(line):
+            if m["case"] == "no think":
+                current.shallow.append((int(m["used"]), int(m["want"])))
+            else:
+                current.think.append((int(m["engine"]), int(m["want"])))
+        elif m := INVERSION.match(line):
+            if int(m["control"]):
+                current.inversion.setdefault(m["gap"], []).append(
+                    int(m["rate"]) / int(m["control"]))
+        elif m := LOAN.match(line):
+            current.loan_median_us.append(int(m["median"]))
+    return found
+
+
+def result(found: dict[str, Figures]) -> dict[str, float]:
+    """The worse of the policies' figures, and each policy's."""
+    missing = [p for p in POLICIES if p not in found]
+    if missing:
+        raise SimError(f"no figures under {', '.join(missing)}")
+    per = {p: found[p].summary() for p in POLICIES}
+    out: dict[str, float] = {}
+    for key in per["fifo"]:
+        values = [per[p][key] for p in POLICIES if key in per[p]]
+        out[key] = min(values) if key.startswith("inversion_") else max(values)
+        for p in POLICIES:
+            if key in per[p]:
+                out[f"{key}_over_{p}"] = per[p][key]
+    return out
+
+
+def run_sim() -> list[str]:
+    proc = subprocess.run([str(ROOT / "tools" / "sim.sh"), "run"], capture_output=True,
+                          text=True)
+    sys.stdout.write(proc.stdout)
+    if proc.returncode:
+        sys.stderr.write(proc.stderr)
+        raise SimError(f"tools/sim.sh run failed (exit {proc.returncode})")
+    return proc.stdout.splitlines()
+
+
+def main(argv: list[str]) -> int:
+    try:
+        lines = Path(argv[0]).read_text().splitlines() if argv else run_sim()
+        figures = result(parse(lines))
+    except (OSError, SimError) as e:
+        print(f"bench-sim: {e}", file=sys.stderr)
+        return 1
+    rows = []
+    for key, value in figures.items():
+        if key in TARGETS:
+            target = TARGETS[key]
+            ok = value >= target if key.startswith("inversion_") else value <= target
+            rows.append((key, f"{value:g} (target {'>=' if key.startswith('inversion_') else '<='}"
+                              f" {target:g}: {'met' if ok else 'MISSED'})"))
+        else:
+            rows.append((key, f"{value:g}"))
+    table("virtual time, 7.3 (cgroup order over FIFO and FAIR)", rows)
+    print(f"\nwritten to {save('sim-7.3', figures)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,58 @@
+"""bench-sim's reading of tools/sim.sh's output (bench/sim.py): each figure
+from the lines the cgroup suite's scenarios print, the worse of the two
+policies, and a clear error when a scenario's figures are missing."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import sim
+
+# one policy's section of `tools/sim.sh run`'s output, its figures to fill in
+SECTION = (Path(__file__).resolve().parent / "fixtures" / "sim-section.txt").read_text()
+# the 6.12 core suite's section and figures, which are not the cgroup suite's
+CORE = """\
+[sim.sh] virtual time, 6.12, core (sched_policy=1): gpu_cgroup_sched*
+    drm_sched_cgroup_weights: weights 1:1, one credit: 10% (want 50%)
+"""
+
+
+def output(fifo: dict[str, int], fair: dict[str, int]) -> list[str]:
+    return (CORE + SECTION.format(name="fifo", n=1, **fifo)
+            + SECTION.format(name="fair", n=2, **fair)).splitlines()
+
+
+def test_each_figure_is_the_worse_of_the_policies() -> None:
+    got = sim.result(sim.parse(output({"w11": 49, "loan": 0, "chain": 123},
+                                      {"w11": 52, "loan": 40, "chain": 127})))
+    assert got["fairness_max_error_pts"] == 2.0
+    assert got["fairness_max_error_pts_over_fifo"] == 1.0
+    assert got["fairness_max_error_pts_over_fair"] == 2.0
+    assert got["multislot_shallow_error_pts"] == 2.0
+    assert got["think_share_error_pts"] == 2.0
+    assert got["inversion_control_ratio"] == round(123 / 127, 3)
+    assert got["inversion_control_ratio_over_fair"] == 1.0
+    assert got["inversion_control_ratio_emulated_gap"] == round(90 / 167, 3)
+    assert got["loan_wait_median_us"] == 40.0
+
+
+def test_a_missing_scenario_or_policy_is_an_error() -> None:
+    lines = [line for line in output({"w11": 50, "loan": 0, "chain": 127},
+                                     {"w11": 50, "loan": 0, "chain": 127})
+             if "drm_sched_cgroup_shapes" not in line]
+    with pytest.raises(sim.SimError, match="no figures of shapes, think"):
+        sim.result(sim.parse(lines))
+    only_fifo = CORE + SECTION.format(name="fifo", n=1, w11=50, loan=0, chain=127)
+    with pytest.raises(sim.SimError, match="no figures under fair"):
+        sim.result(sim.parse(only_fifo.splitlines()))
+
+
+def test_a_log_that_has_no_figures_fails_the_benchmark(tmp_path: Path) -> None:
+    log = tmp_path / "sim.log"
+    log.write_text(CORE)
+    assert sim.main([str(log)]) == 1
