@@ -9,11 +9,14 @@ parses the figures the scenarios print into bench/results/sim-7.3.json and
 prints them as a table.
 
 Figures (each is the worse of the two policies; ``_over_fifo`` and
-``_over_fair`` give the cgroup order's figure over each):
+``_over_fair`` give the cgroup order's figure over each; ``_fifo`` and
+``_fair`` give upstream's policy alone for the same load, no cgroup
+configured, where a scenario measures it):
 
 - fairness_max_error_pts: two deep clients at weights 1:1, 1:4 and 1:9,
   with 1, 2, 4 and 256 slots: the largest distance, in points of the GPU
-  time used, of the heavier one's share from its weight's; target 1;
+  time used, of the heavier one's share from its weight's; target 1
+  (upstream's policies split the engine evenly: 40 points and more);
 - multislot_shallow_error_pts: a client that keeps one job queued and does
   not think, against a deep one, with 2, 4 and 256 slots: the largest
   distance of its share of the GPU time used from its weight's; target 2;
@@ -32,8 +35,8 @@ Figures (each is the worse of the two policies; ``_over_fifo`` and
   for its start after the waiter's submission, beside a deep load at 0 with
   10 ms jobs (median; the worse of the two gaps).
 
-Upstream FIFO's and FAIR's own figures for the same loads (no cgroup
-configured) are not measured yet (issue 38).
+Upstream FIFO's and FAIR's own figures for the other loads are not
+measured yet (issue 38).
 
 Usage: bench/sim.py [LOG]: parses LOG (the output of ``tools/sim.sh run``)
 instead of running it.
@@ -60,8 +63,10 @@ TARGETS = {
 }
 # "[sim.sh] virtual time, 7.3, fifo (sched_policy=1): ..."
 SECTION = re.compile(r"^\[sim\.sh\] virtual time, (?P<base>[\d.]+), (?P<name>\w+) ")
-# "    drm_sched_cgroup_weights: weights 1:4, one credit: 80% (want 80%)"
-WEIGHTS = re.compile(r"^\s+drm_sched_cgroup_weights: .*: (?P<got>\d+)% \(want (?P<want>\d+)%\)$")
+# "    drm_sched_cgroup_weights: weights 1:4, one credit: 80% (want 80%)", and
+# the same load on upstream's policy alone: "..., one credit, no cgroup: 50% ..."
+WEIGHTS = re.compile(r"^\s+drm_sched_cgroup_weights: .*?(?P<plain>, no cgroup)?: "
+                     r"(?P<got>\d+)% \(want (?P<want>\d+)%\)$")
 # "    drm_sched_cgroup_shapes: think 25%, one slot, weights 9:1: 72% of the
 # engine, 90% of the GPU time used (alone 76%), want 72%; engine busy 80%"
 SHAPES = re.compile(
@@ -87,6 +92,7 @@ class Figures:
     """One policy's figures, as the scenarios printed them."""
 
     weights: list[tuple[int, int]] = field(default_factory=list)
+    weights_upstream: list[tuple[int, int]] = field(default_factory=list)
     shallow: list[tuple[int, int]] = field(default_factory=list)  # (share of used, want)
     think: list[tuple[int, int]] = field(default_factory=list)  # (share of engine, want)
     inversion: dict[str, list[float]] = field(default_factory=dict)  # gap -> ratios
@@ -105,6 +111,9 @@ class Figures:
             "inversion_control_ratio": round(min(self.inversion["native"]), 3),
             "loan_wait_median_us": float(max(self.loan_median_us)),
         }
+        if self.weights_upstream:
+            out["fairness_max_error_pts_upstream"] = float(
+                max(abs(g - w) for g, w in self.weights_upstream))
         if "emulator's" in self.inversion:
             out["inversion_control_ratio_emulated_gap"] = round(
                 min(self.inversion["emulator's"]), 3)
@@ -124,7 +133,8 @@ def parse(lines: Iterable[str]) -> dict[str, Figures]:
         if current is None:
             continue
         if m := WEIGHTS.match(line):
-            current.weights.append((int(m["got"]), int(m["want"])))
+            (current.weights_upstream if m["plain"] else current.weights).append(
+                (int(m["got"]), int(m["want"])))
         elif m := SHAPES.match(line):
             if m["case"] == "no think":
                 current.shallow.append((int(m["used"]), int(m["want"])))
@@ -147,6 +157,11 @@ def result(found: dict[str, Figures]) -> dict[str, float]:
     per = {p: found[p].summary() for p in POLICIES}
     out: dict[str, float] = {}
     for key in per["fifo"]:
+        if key.endswith("_upstream"):  # upstream's own, per policy
+            for p in POLICIES:
+                if key in per[p]:
+                    out[f"{key.removesuffix('_upstream')}_{p}"] = per[p][key]
+            continue
         values = [per[p][key] for p in POLICIES if key in per[p]]
         out[key] = min(values) if key.startswith("inversion_") else max(values)
         for p in POLICIES:

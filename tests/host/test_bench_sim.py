@@ -28,8 +28,8 @@ def output(fifo: dict[str, int], fair: dict[str, int]) -> list[str]:
 
 
 def test_each_figure_is_the_worse_of_the_policies() -> None:
-    got = sim.result(sim.parse(output({"w11": 49, "loan": 0, "chain": 123},
-                                      {"w11": 52, "loan": 40, "chain": 127})))
+    got = sim.result(sim.parse(output({"w11": 49, "loan": 0, "chain": 123, "plain": 56},
+                                      {"w11": 52, "loan": 40, "chain": 127, "plain": 30})))
     assert got["fairness_max_error_pts"] == 2.0
     assert got["fairness_max_error_pts_over_fifo"] == 1.0
     assert got["fairness_max_error_pts_over_fair"] == 2.0
@@ -39,15 +39,19 @@ def test_each_figure_is_the_worse_of_the_policies() -> None:
     assert got["inversion_control_ratio_over_fair"] == 1.0
     assert got["inversion_control_ratio_emulated_gap"] == round(90 / 167, 3)
     assert got["loan_wait_median_us"] == 40.0
+    # upstream's policy alone, beside each: never folded into the worse
+    assert got["fairness_max_error_pts_fifo"] == 34.0
+    assert got["fairness_max_error_pts_fair"] == 60.0
+    assert "fairness_max_error_pts_upstream" not in got
 
 
 def test_a_missing_scenario_or_policy_is_an_error() -> None:
-    lines = [line for line in output({"w11": 50, "loan": 0, "chain": 127},
-                                     {"w11": 50, "loan": 0, "chain": 127})
+    lines = [line for line in output({"w11": 50, "loan": 0, "chain": 127, "plain": 50},
+                                     {"w11": 50, "loan": 0, "chain": 127, "plain": 50})
              if "drm_sched_cgroup_shapes" not in line]
     with pytest.raises(sim.SimError, match="no figures of shapes, think"):
         sim.result(sim.parse(lines))
-    only_fifo = CORE + SECTION.format(name="fifo", n=1, w11=50, loan=0, chain=127)
+    only_fifo = CORE + SECTION.format(name="fifo", n=1, w11=50, loan=0, chain=127, plain=50)
     with pytest.raises(sim.SimError, match="no figures under fair"):
         sim.result(sim.parse(only_fifo.splitlines()))
 

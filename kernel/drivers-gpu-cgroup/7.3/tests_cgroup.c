@@ -276,21 +276,25 @@ static struct drm_mock_sched_entity *cg_entity_new(struct kunit *test,
 /*
  * @client's cgroup client, entity on @sched, ring and worker (the @i-th),
  * for its work to be queued on the worker; the worker goes with
- * kunit_release_action(), the rest with cg_teardown().
+ * kunit_release_action(), the rest with cg_teardown(). Without @dev (a
+ * scheduler of no device) the entity has no client.
  */
 static void cg_client_setup(struct kunit *test, struct cg_client *client,
 			    struct gpucg_device *dev,
 			    struct drm_mock_scheduler *sched, unsigned int i)
 {
 	client->test = test;
-	if (client->params.kernel) {
-		/* the mock's jobs carry a client id: bound to none, explicitly */
-		client->entity = drm_mock_sched_entity_new(test, DRM_SCHED_PRIORITY_NORMAL,
+	if (client->params.kernel || !dev) {
+		client->entity = drm_mock_sched_entity_new(test, client->params.high ?
+							   DRM_SCHED_PRIORITY_HIGH :
+							   DRM_SCHED_PRIORITY_NORMAL,
 							   sched);
 		KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, cg_entity_free,
 								client->entity), 0);
-		KUNIT_ASSERT_EQ(test, drm_sched_entity_gpucg_bind(&client->entity->base,
-								  NULL), 0);
+		/* the mock's jobs carry a client id: bound to none, explicitly */
+		if (dev)
+			KUNIT_ASSERT_EQ(test, drm_sched_entity_gpucg_bind(&client->entity->base,
+									  NULL), 0);
 	} else {
 		client->gpucg = cg_client_new(test, dev, client->params.cgroup);
 		client->entity = cg_entity_new(test, sched, client->gpucg,
@@ -308,20 +312,29 @@ static void cg_client_setup(struct kunit *test, struct cg_client *client,
 
 /*
  * Runs @n clients on a mock scheduler of @credits slots that follows the
- * cgroups' order; each client's busy_us and cycles are filled in. The
- * window starts after the warm-up and the time the ring takes to drain.
+ * cgroups' order, or with @upstream on one of no device, where upstream's
+ * policy alone orders their entities (by their own priorities); each
+ * client's busy_us and cycles are filled in. The window starts after the
+ * warm-up and the time the ring takes to drain.
  */
-static void cg_run(struct kunit *test, struct cg_client *clients,
-		   unsigned int n, unsigned int credits)
+static void cg_run_on(struct kunit *test, struct cg_client *clients,
+		      unsigned int n, unsigned int credits, bool upstream)
 {
 	struct drm_mock_scheduler *sched;
 	unsigned int i, warmup = CG_WARMUP_MS;
-	struct gpucg_device *dev;
+	struct gpucg_device *dev = NULL;
 	struct drm_mock_sched_entity *entities[CG_MAX_CLIENTS];
 	ktime_t start;
 
 	KUNIT_ASSERT_LE(test, n, CG_MAX_CLIENTS);
-	dev = cg_setup(test, &sched, 1, credits);
+	if (upstream) {
+		sched = drm_mock_sched_new_gpucg(test, MAX_SCHEDULE_TIMEOUT,
+						 credits, NULL);
+		KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, cg_sched_fini,
+								sched), 0);
+	} else {
+		dev = cg_setup(test, &sched, 1, credits);
+	}
 
 	for (i = 0; i < n; i++) {
 		cg_client_setup(test, &clients[i], dev, sched, i);
@@ -343,6 +356,12 @@ static void cg_run(struct kunit *test, struct cg_client *clients,
 		kunit_release_action(test, cg_worker_destroy, clients[i].worker);
 	}
 	cg_teardown(test, entities, n, &sched, 1);
+}
+
+static void cg_run(struct kunit *test, struct cg_client *clients,
+		   unsigned int n, unsigned int credits)
+{
+	cg_run_on(test, clients, n, credits, false);
 }
 
 /* Percent of the GPU time of @clients[@from..@to) over all @n. */
@@ -386,7 +405,8 @@ KUNIT_ARRAY_PARAM(cg_weight, cg_weight_cases, cg_weight_desc);
 
 /*
  * Two deep clients, each keeping the ring full: each cgroup gets its
- * weight's share, within 5 points.
+ * weight's share, within 5 points. Beside it, what the scheduler's policy
+ * gives the same load with no cgroup (upstream's: an even split).
  */
 static void drm_sched_cgroup_weights(struct kunit *test)
 {
@@ -395,11 +415,19 @@ static void drm_sched_cgroup_weights(struct kunit *test)
 		{ .params = { "w100", c->credits + 4, 2000, 0 } },
 		{ .params = { c->heavy, c->credits + 4, 2000, 0 } },
 	};
-	unsigned int share;
+	struct cg_client plain[2] = {
+		{ .params = { NULL, c->credits + 4, 2000, 0 } },
+		{ .params = { NULL, c->credits + 4, 2000, 0 } },
+	};
+	unsigned int share, upstream;
 
 	cg_run(test, clients, 2, c->credits);
 	share = cg_share(clients, 2, 1, 2);
+	cg_run_on(test, plain, 2, c->credits, true);
+	upstream = cg_share(plain, 2, 1, 2);
 	kunit_info(test, "%s: %u%% (want %u%%)\n", c->description, share, c->want);
+	kunit_info(test, "%s, no cgroup: %u%% (want %u%%)\n", c->description,
+		   upstream, c->want);
 	KUNIT_EXPECT_GE(test, share + 5, c->want);
 	KUNIT_EXPECT_LE(test, share, c->want + 5);
 }
