@@ -311,6 +311,23 @@ static void cg_client_setup(struct kunit *test, struct cg_client *client,
 }
 
 /*
+ * Stops @n clients running on their workers: each finishes what it has
+ * queued (counted in its window), and its worker goes.
+ */
+static void cg_clients_stop(struct kunit *test, struct cg_client *clients,
+			    unsigned int n)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i++)
+		WRITE_ONCE(clients[i].stop, true);
+	for (i = 0; i < n; i++) {
+		kthread_flush_work(&clients[i].work);
+		kunit_release_action(test, cg_worker_destroy, clients[i].worker);
+	}
+}
+
+/*
  * Runs @n clients on a mock scheduler of @credits slots that follows the
  * cgroups' order, or with @upstream on one of no device, where upstream's
  * policy alone orders their entities (by their own priorities); each
@@ -349,12 +366,7 @@ static void cg_run_on(struct kunit *test, struct cg_client *clients,
 		kthread_queue_work(clients[i].worker, &clients[i].work);
 	}
 	msleep(warmup + CG_WINDOW_MS);
-	for (i = 0; i < n; i++)
-		WRITE_ONCE(clients[i].stop, true);
-	for (i = 0; i < n; i++) {
-		kthread_flush_work(&clients[i].work);
-		kunit_release_action(test, cg_worker_destroy, clients[i].worker);
-	}
+	cg_clients_stop(test, clients, n);
 	cg_teardown(test, entities, n, &sched, 1);
 }
 
@@ -1031,9 +1043,7 @@ static void drm_sched_cgroup_loan_awaited(struct kunit *test)
 			beyond[n++] = ktime_us_delta(start, wait->base.submit_ts);
 	}
 	kunit_deactivate_static_stub(test, drm_file_gpucg_client);
-	WRITE_ONCE(middle.stop, true);
-	kthread_flush_work(&middle.work);
-	kunit_release_action(test, cg_worker_destroy, middle.worker);
+	cg_clients_stop(test, &middle, 1);
 	cg_teardown(test, entities, ARRAY_SIZE(entities), scheds, ARRAY_SIZE(scheds));
 
 	KUNIT_ASSERT_EQ(test, n, CG_AWAIT_PAIRS);
@@ -1144,12 +1154,7 @@ static unsigned int cg_inv_rate(struct kunit *test, const struct cg_inv_case *c,
 	}
 out:
 	kunit_deactivate_static_stub(test, drm_file_gpucg_client);
-	for (i = 0; i < nr_middles; i++)
-		WRITE_ONCE(middles[i].stop, true);
-	for (i = 0; i < nr_middles; i++) {
-		kthread_flush_work(&middles[i].work);
-		kunit_release_action(test, cg_worker_destroy, middles[i].worker);
-	}
+	cg_clients_stop(test, middles, nr_middles);
 	cg_teardown(test, entities, n, scheds, nr_scheds);
 	return rounds * MSEC_PER_SEC / CG_INV_WINDOW_MS;
 }
