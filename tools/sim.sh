@@ -98,6 +98,7 @@ run_suites() {
 DRM_SCHED_SUITES=(
 	'drm_sched_basic*' 'drm_sched_concurrent*'
 	'drm_sched_scheduler_two_clients*' 'drm_sched_scheduler_many_clients*'
+	'drm_sched_scheduler_rejoin*'
 )
 
 cmd_run() {

@@ -50,13 +50,15 @@ KUNIT = Path("/sys/kernel/debug/kunit")
 TESTS_MODULE = "drm-sched-tests"
 SCHED_MODULE = "gpu-sched"
 POLICIES = {"rr": 0, "fifo": 1, "fair": 2}
-# the suites of upstream's tests_basic.c and tests_scheduler.c
+# the suites of upstream's tests_basic.c and tests_scheduler.c (the last one
+# the series' own: 7.3 patch 0026's)
 UPSTREAM_SUITES = {
     "drm_sched_basic_tests", "drm_sched_concurrent_tests", "drm_sched_basic_cancel_tests",
     "drm_sched_basic_timeout_tests", "drm_sched_basic_priority_tests",
     "drm_sched_basic_modify_sched_tests", "drm_sched_basic_credits_tests",
     "drm_sched_scheduler_overhead_tests", "drm_sched_scheduler_two_clients_one_credit_tests",
     "drm_sched_scheduler_two_clients_two_credits_tests", "drm_sched_scheduler_many_clients_tests",
+    "drm_sched_scheduler_rejoin_tests",
 }
 CGROUP_SUITE = "drm_sched_cgroup_tests"
 # the harness's cgroups (tests_cgroup.c): name -> (gpu.weight, gpu.priority)
