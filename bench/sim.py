@@ -14,9 +14,13 @@ Figures (each is the worse of the two policies; ``_over_fifo`` and
 configured, where a scenario measures it):
 
 - fairness_max_error_pts: two deep clients at weights 1:1, 1:4 and 1:9,
-  with 1, 2, 4 and 256 slots: the largest distance, in points of the GPU
-  time used, of the heavier one's share from its weight's; target 1
-  (upstream's policies split the engine evenly: 40 points and more);
+  with 1, 2, 4 and 256 slots, and deep clients at 1:100, 10000:1, eight
+  random weights, a tree of three levels and jobs of 1 and 7 ms: the
+  largest distance, in points of the GPU time used, of a share from its
+  weights'; target 1 (upstream's policies split the engine by entity: 40
+  points and more);
+- jain_index_60_cgroups: Jain's fairness index of 60 deep clients in 60
+  cgroups of equal weight (1 when all get the same);
 - multislot_shallow_error_pts: a client that keeps one job queued and does
   not think, against a deep one, with 2, 4 and 256 slots: the largest
   distance of its share of the GPU time used from its weight's; target 2;
@@ -33,10 +37,15 @@ configured, where a scenario measures it):
   ms gap, what the emulated VM sees (shown, no target);
 - loan_wait_median_us: how long a job that a waiter at 100 lends to waits
   for its start after the waiter's submission, beside a deep load at 0 with
-  10 ms jobs (median; the worse of the two gaps).
-
-Upstream FIFO's and FAIR's own figures for the other loads are not
-measured yet (issue 38).
+  10 ms jobs (median; the worse of the two gaps);
+- prio_wait_p99_jobs: a client at priority 100 with one 1 ms job at a time
+  and 3 to 5 ms between, against a deep one at 0 with 2 ms jobs, on 1, 2,
+  4 and 256 slots: the 99th percentile of its jobs' wait for their start,
+  in deep jobs; target 1 (upstream's: its entity at HIGH, the deep one's at
+  NORMAL);
+- convergence_ms: two deep clients, one cgroup's weight going 100 to 900
+  or 900 to 100, or its priority 0 to 100: from the change until every
+  100 ms after is within 2 points of the new share (the worst case).
 
 Usage: bench/sim.py [LOG]: parses LOG (the output of ``tools/sim.sh run``)
 instead of running it.
@@ -55,11 +64,13 @@ from common import save, table
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICIES = ("fifo", "fair")
+HIGHER_IS_BETTER = ("inversion_", "jain_")
 TARGETS = {
     "fairness_max_error_pts": 1.0,
     "multislot_shallow_error_pts": 2.0,
     "think_share_error_pts": 2.0,
     "inversion_control_ratio": 0.95,
+    "prio_wait_p99_jobs": 1.0,
 }
 # "[sim.sh] virtual time, 7.3, fifo (sched_policy=1): ..."
 SECTION = re.compile(r"^\[sim\.sh\] virtual time, (?P<base>[\d.]+), (?P<name>\w+) ")
@@ -81,6 +92,18 @@ INVERSION = re.compile(
 # signaller's job started 0 us (median) after ..."
 LOAN = re.compile(r"^\s+drm_sched_cgroup_loan_awaited: [^:]*: the signaller's job started "
                   r"(?P<median>-?\d+) us \(median\)")
+# "    drm_sched_cgroup_prio_wait: two slots, no cgroup: p50 2.62 jobs, p99 2.99 jobs (108 jobs)"
+PRIO_WAIT = re.compile(r"^\s+drm_sched_cgroup_prio_wait: .*?(?P<plain>, no cgroup)?: p50 [\d.]+ "
+                       r"jobs, p99 (?P<p99>[\d.]+) jobs")
+# "    drm_sched_cgroup_tree: eight random weights, no cgroup: largest error 43.6 points"
+TREE = re.compile(r"^\s+drm_sched_cgroup_tree: .*?(?P<plain>, no cgroup)?: largest error "
+                  r"(?P<error>[\d.]+) points$")
+# "    drm_sched_cgroup_tree: 60 cgroups of equal weight, no cgroup: Jain's index 994/1000"
+JAIN = re.compile(r"^\s+drm_sched_cgroup_tree: .*?(?P<plain>, no cgroup)?: Jain's index "
+                  r"(?P<index>\d+)/1000$")
+# "    drm_sched_cgroup_change: weight 100 to 900: within 2 points of 90% 100 ms after the change"
+CHANGE = re.compile(r"^\s+drm_sched_cgroup_change: .*: within 2 points of \d+% (?P<ms>\d+) ms "
+                    r"after the change$")
 
 
 class SimError(Exception):
@@ -97,23 +120,40 @@ class Figures:
     think: list[tuple[int, int]] = field(default_factory=list)  # (share of engine, want)
     inversion: dict[str, list[float]] = field(default_factory=dict)  # gap -> ratios
     loan_median_us: list[int] = field(default_factory=list)
+    prio_p99: list[float] = field(default_factory=list)
+    prio_p99_upstream: list[float] = field(default_factory=list)
+    tree: list[float] = field(default_factory=list)
+    tree_upstream: list[float] = field(default_factory=list)
+    jain: list[float] = field(default_factory=list)
+    jain_upstream: list[float] = field(default_factory=list)
+    change_ms: list[int] = field(default_factory=list)
 
     def summary(self) -> dict[str, float]:
         missing = [n for n, v in (("weights", self.weights), ("shapes", self.shallow),
                                   ("think", self.think), ("inversion", self.inversion),
-                                  ("loan", self.loan_median_us)) if not v]
+                                  ("loan", self.loan_median_us), ("prio_wait", self.prio_p99),
+                                  ("tree", self.tree), ("jain", self.jain),
+                                  ("change", self.change_ms)) if not v]
         if missing or "native" not in self.inversion:
             raise SimError(f"no figures of {', '.join(missing) or 'native inversion'}")
         out = {
-            "fairness_max_error_pts": float(max(abs(g - w) for g, w in self.weights)),
+            "fairness_max_error_pts": max(float(max(abs(g - w) for g, w in self.weights)),
+                                          max(self.tree)),
+            "jain_index_60_cgroups": min(self.jain),
+            "prio_wait_p99_jobs": max(self.prio_p99),
+            "convergence_ms": float(max(self.change_ms)),
             "multislot_shallow_error_pts": float(max(abs(g - w) for g, w in self.shallow)),
             "think_share_error_pts": float(max(abs(g - w) for g, w in self.think)),
             "inversion_control_ratio": round(min(self.inversion["native"]), 3),
             "loan_wait_median_us": float(max(self.loan_median_us)),
         }
-        if self.weights_upstream:
-            out["fairness_max_error_pts_upstream"] = float(
-                max(abs(g - w) for g, w in self.weights_upstream))
+        if self.weights_upstream or self.tree_upstream:
+            out["fairness_max_error_pts_upstream"] = max(
+                [float(abs(g - w)) for g, w in self.weights_upstream] + self.tree_upstream)
+        if self.jain_upstream:
+            out["jain_index_60_cgroups_upstream"] = min(self.jain_upstream)
+        if self.prio_p99_upstream:
+            out["prio_wait_p99_jobs_upstream"] = max(self.prio_p99_upstream)
         if "emulator's" in self.inversion:
             out["inversion_control_ratio_emulated_gap"] = round(
                 min(self.inversion["emulator's"]), 3)
@@ -146,6 +186,16 @@ def parse(lines: Iterable[str]) -> dict[str, Figures]:
                     int(m["rate"]) / int(m["control"]))
         elif m := LOAN.match(line):
             current.loan_median_us.append(int(m["median"]))
+        elif m := PRIO_WAIT.match(line):
+            (current.prio_p99_upstream if m["plain"] else current.prio_p99).append(
+                float(m["p99"]))
+        elif m := TREE.match(line):
+            (current.tree_upstream if m["plain"] else current.tree).append(float(m["error"]))
+        elif m := JAIN.match(line):
+            (current.jain_upstream if m["plain"] else current.jain).append(
+                int(m["index"]) / 1000)
+        elif m := CHANGE.match(line):
+            current.change_ms.append(int(m["ms"]))
     return found
 
 
@@ -163,7 +213,7 @@ def result(found: dict[str, Figures]) -> dict[str, float]:
                     out[f"{key.removesuffix('_upstream')}_{p}"] = per[p][key]
             continue
         values = [per[p][key] for p in POLICIES if key in per[p]]
-        out[key] = min(values) if key.startswith("inversion_") else max(values)
+        out[key] = min(values) if key.startswith(HIGHER_IS_BETTER) else max(values)
         for p in POLICIES:
             if key in per[p]:
                 out[f"{key}_over_{p}"] = per[p][key]
@@ -191,8 +241,9 @@ def main(argv: list[str]) -> int:
     for key, value in figures.items():
         if key in TARGETS:
             target = TARGETS[key]
-            ok = value >= target if key.startswith("inversion_") else value <= target
-            rows.append((key, f"{value:g} (target {'>=' if key.startswith('inversion_') else '<='}"
+            higher = key.startswith(HIGHER_IS_BETTER)
+            ok = value >= target if higher else value <= target
+            rows.append((key, f"{value:g} (target {'>=' if higher else '<='}"
                               f" {target:g}: {'met' if ok else 'MISSED'})"))
         else:
             rows.append((key, f"{value:g}"))

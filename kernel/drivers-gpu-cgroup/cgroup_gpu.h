@@ -220,6 +220,7 @@ void gpucg_boost_unlink(struct gpucg_boost *b);
 struct gpucg *gpucg_kunit_cgroup_new(struct gpucg *parent, u32 weight,
 				     int prio);
 void gpucg_kunit_cgroup_free(struct gpucg *cg);
+void gpucg_kunit_cgroup_set(struct gpucg *cg, u32 weight, int prio);
 struct gpucg_client *gpucg_kunit_client(struct gpucg_device *dev,
 					struct gpucg *cg);
 #endif

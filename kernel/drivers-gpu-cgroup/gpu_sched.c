@@ -85,12 +85,16 @@
  * whatever its job length), is not waited for, and the engine waits for
  * any other at most that bound plus the window. For four of its cycles
  * the engine still keeps the ring shallow for one it does not wait for,
- * but not empty: work it beats starts while the jobs
+ * but not empty: work of its band that it beats starts while the jobs
  * in flight end within one job (the longest of that work's average job,
  * the engine's and its window) from now. So a client whose think time
  * grows for a while (a stall, a busy CPU) finds the running job and one
  * job's worth ahead of it, never a ring's worth (1.3 s at 256 slots of
- * 5 ms), and the engine has the next job queued all the same. A
+ * 5 ms), and the engine has the next job queued all the same. Work of a
+ * lower band starts only when nothing is in flight: a client of a higher
+ * priority finds at most the running job ahead of it, and pays for that
+ * with the lower band's next job not queued ahead (on an engine with
+ * slots, a submission's latency per job while it is expected). A
  * client that went away costs one wait and a shallow ring for four cycles,
  * a deep client costs nothing, one that thinks far longer than it runs
  * costs the others the depth of the ring beyond one queued job (engine
@@ -2488,7 +2492,7 @@ static u64 gpucg_hold(struct gpucg_engine *engine, struct gpucg_queue *q,
 	int lent = q->lift != GPUCG_KEY_NONE ? q->lift : q->boost_local;
 	struct gpucg_entity *a, *tmp;
 	u64 until, wait, hold = U64_MAX;
-	bool deep;
+	bool deep, above;
 
 	list_for_each_entry_safe(a, tmp, &engine->expected, expect_node) {
 		if (gpucg_awaits_loan(a)) {	/* ready */
@@ -2518,7 +2522,14 @@ static u64 gpucg_hold(struct gpucg_engine *engine, struct gpucg_queue *q,
 				hold = min(hold, until - now);
 			continue;
 		}
-		deep = wait ? engine->tickets : gpucg_ring_deep(engine, e, a, now);
+		/*
+		 * One of a band above the work's finds only the running job
+		 * ahead of it; one of its band one job more, so that the
+		 * engine has the next job queued.
+		 */
+		above = gpucg_expect_key(a) > max(gpucg_own_key(e), lent);
+		deep = wait || above ? engine->tickets :
+			gpucg_ring_deep(engine, e, a, now);
 		/* a retirement picks again: the time is a safeguard */
 		if (deep)
 			hold = min(hold, gpucg_window(a));
@@ -2959,6 +2970,25 @@ void gpucg_kunit_cgroup_free(struct gpucg *cg)
 	kfree(cg);
 }
 EXPORT_SYMBOL_IF_KUNIT(gpucg_kunit_cgroup_free);
+
+/**
+ * gpucg_kunit_cgroup_set() - change a KUnit test's cgroup's knobs
+ * @cg: from gpucg_kunit_cgroup_new()
+ * @weight: its new default gpu.weight
+ * @prio: its new gpu.priority
+ *
+ * As writes of gpu.weight's default and of gpu.priority do: the weight
+ * acts from the next charge, the priority at once on every entity.
+ *
+ * Context: process context, may sleep; takes gpucg_mutex.
+ */
+void gpucg_kunit_cgroup_set(struct gpucg *cg, u32 weight, int prio)
+{
+	WRITE_ONCE(cg->weight, weight);
+	WRITE_ONCE(cg->priority, prio);
+	gpucg_sched_rekey(cg);
+}
+EXPORT_SYMBOL_IF_KUNIT(gpucg_kunit_cgroup_set);
 
 /**
  * gpucg_kunit_client() - a client of @dev owned by a KUnit test's cgroup

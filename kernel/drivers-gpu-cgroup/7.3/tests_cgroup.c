@@ -74,7 +74,8 @@ static struct gpucg *cg_made[ARRAY_SIZE(cg_names)];
 
 #define CG_WARMUP_MS	200
 #define CG_WINDOW_MS	1200
-#define CG_MAX_CLIENTS	10
+#define CG_MAX_CLIENTS	64
+#define CG_BUCKET_MS	100
 
 struct cg_client_params {
 	const char *cgroup;	/* its name, as in cg_names */
@@ -84,6 +85,7 @@ struct cg_client_params {
 	unsigned int start_ms;	/* starts that long after the others */
 	bool high;		/* DRM_SCHED_PRIORITY_HIGH, else NORMAL */
 	bool kernel;		/* the kernel's: no client, no cgroup */
+	unsigned int jitter_us;	/* interactive: up to that much more sleep */
 };
 
 /* A shallow client: one job queued at a time, thinking @think_us between */
@@ -91,6 +93,7 @@ struct cg_client_params {
 
 struct cg_client {
 	struct kunit *test;
+	struct gpucg *group;	/* its cgroup, if not one of cg_names */
 	struct drm_mock_sched_entity *entity;
 	struct gpucg_client *gpucg;
 	struct kthread_worker *worker;
@@ -102,22 +105,60 @@ struct cg_client {
 	u64 busy_us;		/* GPU time of jobs finished in the window */
 	unsigned int cycles;	/* jobs finished in the window */
 	u64 wait_us;		/* their time from push to start, summed */
+	u32 seed;		/* of the sleeps' jitter */
+	s64 *waits;		/* with max_waits: each one's, in order */
+	unsigned int nr_waits, max_waits;
+	u64 *buckets;		/* with nr_buckets: GPU time per CG_BUCKET_MS */
+	unsigned int nr_buckets;	/* from the window's start on */
 	bool stop;
 };
+
+/* The part of [@start, @end) in each of @client's buckets. */
+static void cg_client_bucket(struct cg_client *client, ktime_t start,
+			     ktime_t end)
+{
+	const s64 width = CG_BUCKET_MS * USEC_PER_MSEC;
+	s64 from = ktime_us_delta(start, client->window_start);
+	s64 to = ktime_us_delta(end, client->window_start);
+	s64 b;
+
+	for (b = max_t(s64, from, 0) / width;
+	     b < client->nr_buckets && b * width < to; b++)
+		client->buckets[b] += min(to, (b + 1) * width) -
+				      max(from, b * width);
+}
 
 /* The GPU time of @job if it finished inside the client's window. */
 static void cg_client_count(struct cg_client *client,
 			    struct drm_mock_sched_job *job)
 {
 	ktime_t start = ktime_sub_us(job->finish_at, job->duration_us);
+	s64 wait = max_t(s64, ktime_us_delta(start, job->base.submit_ts), 0);
 
+	if (client->nr_buckets)
+		cg_client_bucket(client, start, job->finish_at);
 	if (ktime_after(job->finish_at, client->window_start) &&
 	    !ktime_after(job->finish_at, client->window_end)) {
 		client->busy_us += job->duration_us;
 		client->cycles++;
-		if (ktime_after(start, job->base.submit_ts))
-			client->wait_us += ktime_us_delta(start, job->base.submit_ts);
+		client->wait_us += wait;
+		if (client->nr_waits < client->max_waits)
+			client->waits[client->nr_waits++] = wait;
 	}
+}
+
+/* Up to params.jitter_us, the same sequence on every run (xorshift32) */
+static unsigned int cg_jitter(struct cg_client *client)
+{
+	u32 x = client->seed ?: 38;
+
+	if (!client->params.jitter_us)
+		return 0;
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	client->seed = x;
+	return x % client->params.jitter_us;
 }
 
 static void cg_client_work(struct kthread_work *work)
@@ -145,7 +186,7 @@ static void cg_client_work(struct kthread_work *work)
 				break;
 			cg_client_count(client, job);
 			ring[(i - 1) % depth] = NULL;
-			fsleep(client->params.wait_us);
+			fsleep(client->params.wait_us + cg_jitter(client));
 		}
 	}
 	for (i = 0; i < depth; i++)
@@ -225,6 +266,18 @@ static void cg_start(struct kunit *test, struct drm_mock_scheduler *sched)
 	kunit_release_action(test, cg_wqueue_start, &sched->base);
 }
 
+/* A client owned by @cg, a test's own cgroup, put at the end. */
+static struct gpucg_client *cg_client_in(struct kunit *test,
+					 struct gpucg_device *dev,
+					 struct gpucg *cg)
+{
+	struct gpucg_client *client = gpucg_kunit_client(dev, cg);
+
+	KUNIT_ASSERT_FALSE(test, IS_ERR_OR_NULL(client));
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, cg_client_put, client), 0);
+	return client;
+}
+
 /* A client owned by the cgroup @name, put at the end. */
 static struct gpucg_client *cg_client_new(struct kunit *test,
 					  struct gpucg_device *dev,
@@ -240,10 +293,7 @@ static struct gpucg_client *cg_client_new(struct kunit *test,
 			if (!strcmp(cg_names[i].name, name))
 				break;
 		KUNIT_ASSERT_LT_MSG(test, i, ARRAY_SIZE(cg_names), "no cgroup %s", name);
-		client = gpucg_kunit_client(dev, cg_made[i]);
-		KUNIT_ASSERT_FALSE(test, IS_ERR_OR_NULL(client));
-		KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, cg_client_put, client), 0);
-		return client;
+		return cg_client_in(test, dev, cg_made[i]);
 	}
 	path = kasprintf(GFP_KERNEL, "%s/%s", gpucg_root, name);
 	KUNIT_ASSERT_NOT_NULL(test, path);
@@ -296,7 +346,8 @@ static void cg_client_setup(struct kunit *test, struct cg_client *client,
 			KUNIT_ASSERT_EQ(test, drm_sched_entity_gpucg_bind(&client->entity->base,
 									  NULL), 0);
 	} else {
-		client->gpucg = cg_client_new(test, dev, client->params.cgroup);
+		client->gpucg = client->group ? cg_client_in(test, dev, client->group) :
+			cg_client_new(test, dev, client->params.cgroup);
 		client->entity = cg_entity_new(test, sched, client->gpucg,
 					       client->params.high);
 	}
@@ -340,10 +391,12 @@ static void cg_run_on(struct kunit *test, struct cg_client *clients,
 	struct drm_mock_scheduler *sched;
 	unsigned int i, warmup = CG_WARMUP_MS;
 	struct gpucg_device *dev = NULL;
-	struct drm_mock_sched_entity *entities[CG_MAX_CLIENTS];
+	struct drm_mock_sched_entity **entities;
 	ktime_t start;
 
 	KUNIT_ASSERT_LE(test, n, CG_MAX_CLIENTS);
+	entities = kunit_kcalloc(test, n, sizeof(*entities), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, entities);
 	if (upstream) {
 		sched = drm_mock_sched_new_gpucg(test, MAX_SCHEDULE_TIMEOUT,
 						 credits, NULL);
@@ -450,15 +503,15 @@ static void drm_sched_cgroup_weights(struct kunit *test)
  */
 static void drm_sched_cgroup_oversubscribed(struct kunit *test)
 {
-	struct cg_client clients[CG_MAX_CLIENTS];
+	struct cg_client clients[10];
 	unsigned int i, share;
 
 	memset(clients, 0, sizeof(clients));
 	clients[0].params = (struct cg_client_params){ "w100", 2, 2000, 0 };
-	for (i = 1; i < CG_MAX_CLIENTS; i++)
+	for (i = 1; i < ARRAY_SIZE(clients); i++)
 		clients[i].params = (struct cg_client_params){ "e100", 2, 2000, 0 };
-	cg_run(test, clients, CG_MAX_CLIENTS, 1);
-	share = cg_share(clients, CG_MAX_CLIENTS, 0, 1);
+	cg_run(test, clients, ARRAY_SIZE(clients), 1);
+	share = cg_share(clients, ARRAY_SIZE(clients), 0, 1);
 	kunit_info(test, "one client against nine at equal weights: %u%% (want 50%%)\n",
 		   share);
 	KUNIT_EXPECT_GE(test, share, 45U);
@@ -1193,6 +1246,392 @@ static void drm_sched_cgroup_inversion(struct kunit *test)
 		KUNIT_EXPECT_GE(test, inverted * 100, control * 95);
 }
 
+KUNIT_DEFINE_ACTION_WRAPPER(cg_cgroup_free, gpucg_kunit_cgroup_free,
+			    struct gpucg *);
+
+/* A cgroup of the test's own, freed at its end. */
+static struct gpucg *cg_cgroup_new(struct kunit *test, struct gpucg *parent,
+				   u32 weight, int prio)
+{
+	struct gpucg *cg = gpucg_kunit_cgroup_new(parent, weight, prio);
+
+	KUNIT_ASSERT_NOT_NULL(test, cg);
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, cg_cgroup_free, cg), 0);
+	return cg;
+}
+
+/*
+ * The scenarios below make cgroups of their own (gpucg_kunit_cgroup_new()):
+ * they measure the policy on virtual time (tools/sim.sh), where every
+ * figure is exact, and are skipped where the loader names its cgroups
+ * (drm_sched_tests.gpucg_root: the VM, whose emulated clock would only
+ * blur them).
+ */
+static void cg_virtual_time_only(struct kunit *test)
+{
+	if (gpucg_root)
+		kunit_skip(test, "on virtual time only (tools/sim.sh)");
+}
+
+/* A test's own cgroup at @weight and priority 0 under @parent (NULL: root) */
+static struct gpucg *cg_group(struct kunit *test, struct gpucg *parent,
+			      u32 weight)
+{
+	return cg_cgroup_new(test, parent, weight, 0);
+}
+
+struct cg_wait_case {
+	const char *description;
+	unsigned int credits;
+};
+
+static const struct cg_wait_case cg_wait_cases[] = {
+	{ "one slot", 1 },
+	{ "two slots", 2 },
+	{ "four slots", 4 },
+	{ "a ring of 256", 256 },
+};
+
+static void cg_wait_desc(const struct cg_wait_case *c, char *desc)
+{
+	strscpy(desc, c->description, KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(cg_wait, cg_wait_cases, cg_wait_desc);
+
+#define CG_WAIT_DEEP_US		2000
+#define CG_WAIT_MAX		1024
+
+/* The @pct-th percentile of @client's waits, in hundredths of a deep job */
+static unsigned int cg_wait_pct(struct cg_client *client, unsigned int pct)
+{
+	unsigned int n = client->nr_waits;
+
+	if (!n)
+		return 0;
+	sort(client->waits, n, sizeof(*client->waits), cg_cmp_s64, NULL);
+	return div_s64(client->waits[min(n - 1, n * pct / 100)] * 100,
+		       CG_WAIT_DEEP_US);
+}
+
+/*
+ * The high-priority wait: a client at priority 100 that submits a 1 ms job,
+ * waits for it and thinks 3 to 5 ms, against a deep client at 0 that keeps the
+ * engine's slots full of 2 ms jobs. Each of its jobs waits from its push to
+ * its start for at most the deep job on the engine: its 99th percentile is
+ * within one deep job, however many slots the engine has. Beside it, the
+ * same load on upstream's policy alone, the client's entity at
+ * DRM_SCHED_PRIORITY_HIGH and the deep one's at NORMAL.
+ */
+static void drm_sched_cgroup_prio_wait(struct kunit *test)
+{
+	const struct cg_wait_case *c = test->param_value;
+	struct cg_client clients[2] = {
+		{ .params = CG_SHALLOW("p100", 1000, 3000) },
+		{ .params = { "p0", c->credits + 4, CG_WAIT_DEEP_US, 0 } },
+	};
+	struct cg_client plain[2] = {
+		{ .params = { NULL, 0, 1000, 3000, 0, true } },
+		{ .params = { NULL, c->credits + 4, CG_WAIT_DEEP_US, 0 } },
+	};
+	unsigned int p50, p99;
+
+	cg_virtual_time_only(test);
+	/* thinking 3 to 5 ms, it comes at every phase of the deep jobs */
+	clients[0].params.jitter_us = 2000;
+	plain[0].params.jitter_us = 2000;
+	clients[0].max_waits = CG_WAIT_MAX;
+	clients[0].waits = kunit_kcalloc(test, CG_WAIT_MAX, sizeof(s64), GFP_KERNEL);
+	plain[0].max_waits = CG_WAIT_MAX;
+	plain[0].waits = kunit_kcalloc(test, CG_WAIT_MAX, sizeof(s64), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, clients[0].waits);
+	KUNIT_ASSERT_NOT_NULL(test, plain[0].waits);
+
+	cg_run(test, clients, 2, c->credits);
+	cg_run_on(test, plain, 2, c->credits, true);
+	KUNIT_ASSERT_GT(test, clients[0].nr_waits, 100U);
+	KUNIT_ASSERT_GT(test, plain[0].nr_waits, 0U);
+	p50 = cg_wait_pct(&clients[0], 50);
+	p99 = cg_wait_pct(&clients[0], 99);
+	kunit_info(test, "%s: p50 %u.%02u jobs, p99 %u.%02u jobs (%u jobs)\n",
+		   c->description, p50 / 100, p50 % 100, p99 / 100, p99 % 100,
+		   clients[0].nr_waits);
+	kunit_info(test, "%s, no cgroup: p50 %u.%02u jobs, p99 %u.%02u jobs (%u jobs)\n",
+		   c->description, cg_wait_pct(&plain[0], 50) / 100,
+		   cg_wait_pct(&plain[0], 50) % 100, cg_wait_pct(&plain[0], 99) / 100,
+		   cg_wait_pct(&plain[0], 99) % 100, plain[0].nr_waits);
+	KUNIT_EXPECT_LE(test, p99, 100U);
+}
+
+#define CG_TREE_MAX	64
+
+/* A cgroup of a scenario's tree: a client in it if @job_us */
+struct cg_node {
+	int parent;		/* its index in the case's nodes; -1: the root */
+	u32 weight;
+	unsigned int job_us;	/* its deep client's jobs; 0: no client */
+};
+
+struct cg_tree_case {
+	const char *description;
+	unsigned int nr_nodes;
+	const struct cg_node *nodes;	/* NULL: nr_nodes at weight 100 */
+};
+
+static const struct cg_node cg_tree_1_100[] = {
+	{ -1, 100, 2000 }, { -1, 10000, 2000 },
+};
+
+static const struct cg_node cg_tree_10000_1[] = {
+	{ -1, 10000, 2000 }, { -1, 1, 2000 },
+};
+
+/* weights drawn once at random (prandom, seed 38), fixed here */
+static const struct cg_node cg_tree_random[] = {
+	{ -1, 4177, 2000 }, { -1, 312, 2000 }, { -1, 9050, 2000 },
+	{ -1, 61, 2000 }, { -1, 1500, 2000 }, { -1, 735, 2000 },
+	{ -1, 2, 2000 }, { -1, 268, 2000 },
+};
+
+/* A at 300 (A1 at 100, A2 at 300 with A2a and A2b at 100), B at 100 (B1) */
+static const struct cg_node cg_tree_levels[] = {
+	{ -1, 300, 0 }, { -1, 100, 0 },
+	{ 0, 100, 2000 }, { 0, 300, 0 },
+	{ 3, 100, 2000 }, { 3, 100, 2000 },
+	{ 1, 100, 2000 },
+};
+
+static const struct cg_node cg_tree_mixed[] = {
+	{ -1, 100, 1000 }, { -1, 100, 7000 },
+	{ -1, 300, 7000 }, { -1, 100, 1000 },
+};
+
+static const struct cg_tree_case cg_tree_cases[] = {
+	{ "weights 1:100", ARRAY_SIZE(cg_tree_1_100), cg_tree_1_100 },
+	{ "weights 10000:1", ARRAY_SIZE(cg_tree_10000_1), cg_tree_10000_1 },
+	{ "eight random weights", ARRAY_SIZE(cg_tree_random), cg_tree_random },
+	{ "a tree of three levels", ARRAY_SIZE(cg_tree_levels), cg_tree_levels },
+	{ "jobs of 1 and 7 ms, weights 1:1 and 3:1", ARRAY_SIZE(cg_tree_mixed),
+	  cg_tree_mixed },
+	{ "60 cgroups of equal weight", 60, NULL },
+};
+
+static void cg_tree_desc(const struct cg_tree_case *c, char *desc)
+{
+	strscpy(desc, c->description, KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(cg_tree, cg_tree_cases, cg_tree_desc);
+
+static struct cg_node cg_tree_node(const struct cg_tree_case *c, unsigned int i)
+{
+	return c->nodes ? c->nodes[i] : (struct cg_node){ -1, 100, 2000 };
+}
+
+/*
+ * @i's share by the weights, in millionths: its weight over its siblings'
+ * (those with a client below them), along its path.
+ */
+static u64 cg_tree_want(const struct cg_tree_case *c, const bool *active,
+			unsigned int i)
+{
+	u64 share = 1000000;
+	unsigned int j;
+	int node = i;
+
+	while (node >= 0) {
+		struct cg_node me = cg_tree_node(c, node);
+		u64 sum = 0;
+
+		for (j = 0; j < c->nr_nodes; j++)
+			if (active[j] && cg_tree_node(c, j).parent == me.parent)
+				sum += cg_tree_node(c, j).weight;
+		share = div64_u64(share * me.weight, sum);
+		node = me.parent;
+	}
+	return share;
+}
+
+/*
+ * Per-cgroup shares in a tree (issue 38's loads): deep clients in the
+ * cgroups of @c with a client, one slot, each cgroup's share of the GPU
+ * time used against its weight's along its path. Beside it, the same
+ * clients on upstream's policy alone. The largest distance is printed in
+ * tenths of a point, and with equal weights Jain's fairness index of the
+ * shares ((sum x)^2 / (n sum x^2): 1 when all are equal).
+ */
+static void drm_sched_cgroup_tree(struct kunit *test)
+{
+	const struct cg_tree_case *c = test->param_value;
+	struct cg_client *clients, *plain;
+	struct gpucg **groups;
+	unsigned int i, n = 0, err, worst = 0, worst_plain = 0;
+	u64 all = 0, all_plain = 0, *want;
+	u64 jain[2][2] = {};	/* per run: sum x, sum x^2, x per mille */
+	bool *active;
+
+	cg_virtual_time_only(test);
+	KUNIT_ASSERT_LE(test, c->nr_nodes, CG_TREE_MAX);
+	groups = kunit_kcalloc(test, c->nr_nodes, sizeof(*groups), GFP_KERNEL);
+	active = kunit_kcalloc(test, c->nr_nodes, sizeof(*active), GFP_KERNEL);
+	clients = kunit_kcalloc(test, c->nr_nodes, sizeof(*clients), GFP_KERNEL);
+	plain = kunit_kcalloc(test, c->nr_nodes, sizeof(*plain), GFP_KERNEL);
+	want = kunit_kcalloc(test, c->nr_nodes, sizeof(*want), GFP_KERNEL);
+	KUNIT_ASSERT_TRUE(test, groups && active && clients && plain && want);
+
+	/* parents come first in a case: made in order */
+	for (i = 0; i < c->nr_nodes; i++) {
+		struct cg_node node = cg_tree_node(c, i);
+
+		KUNIT_ASSERT_LT(test, node.parent, (int)i);
+		groups[i] = cg_group(test, node.parent < 0 ? NULL : groups[node.parent],
+				     node.weight);
+		if (!node.job_us)
+			continue;
+		for (int up = i; up >= 0; up = cg_tree_node(c, up).parent)
+			active[up] = true;
+		clients[n] = (struct cg_client){
+			.group = groups[i],
+			.params = { NULL, 2, node.job_us, 0 },
+		};
+		plain[n].params = clients[n].params;
+		n++;
+	}
+	cg_run(test, clients, n, 1);
+	cg_run_on(test, plain, n, 1, true);
+
+	for (i = 0; i < n; i++) {
+		all += clients[i].busy_us;
+		all_plain += plain[i].busy_us;
+	}
+	KUNIT_ASSERT_GT(test, all, 0ULL);
+	KUNIT_ASSERT_GT(test, all_plain, 0ULL);
+	for (i = 0, n = 0; i < c->nr_nodes; i++) {
+		u64 got, got_plain, x;
+
+		if (!cg_tree_node(c, i).job_us)
+			continue;
+		want[n] = cg_tree_want(c, active, i);
+		got = div64_u64(clients[n].busy_us * 1000000, all);
+		got_plain = div64_u64(plain[n].busy_us * 1000000, all_plain);
+		err = div64_u64(abs_diff(got, want[n]), 1000);
+		worst = max(worst, err);
+		worst_plain = max_t(unsigned int, worst_plain,
+				    div64_u64(abs_diff(got_plain, want[n]), 1000));
+		x = div64_u64(got * 1000, max(want[n], 1ULL));
+		jain[0][0] += x;
+		jain[0][1] += x * x;
+		x = div64_u64(got_plain * 1000, max(want[n], 1ULL));
+		jain[1][0] += x;
+		jain[1][1] += x * x;
+		n++;
+	}
+	kunit_info(test, "%s: largest error %u.%u points\n",
+		   c->description, worst / 10, worst % 10);
+	kunit_info(test, "%s, no cgroup: largest error %u.%u points\n",
+		   c->description, worst_plain / 10, worst_plain % 10);
+	if (!c->nodes) {
+		kunit_info(test, "%s: Jain's index %llu/1000\n", c->description,
+			   div64_u64(jain[0][0] * jain[0][0] * 1000, n * max(jain[0][1], 1ULL)));
+		kunit_info(test, "%s, no cgroup: Jain's index %llu/1000\n", c->description,
+			   div64_u64(jain[1][0] * jain[1][0] * 1000, n * max(jain[1][1], 1ULL)));
+	}
+	KUNIT_EXPECT_LE(test, worst, 10U);
+}
+
+struct cg_change_case {
+	const char *description;
+	u32 weight;		/* the second cgroup's, from half-time on */
+	int prio;
+	unsigned int want;	/* its share then, percent */
+};
+
+static const struct cg_change_case cg_change_cases[] = {
+	{ "weight 100 to 900", 900, 0, 90 },
+	{ "weight 900 to 100", 100, 0, 50 },
+	{ "priority 0 to 100", 100, 100, 100 },
+};
+
+static void cg_change_desc(const struct cg_change_case *c, char *desc)
+{
+	strscpy(desc, c->description, KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(cg_change, cg_change_cases, cg_change_desc);
+
+#define CG_CHANGE_AT_MS		600
+#define CG_CHANGE_RUN_MS	1600
+
+/*
+ * Convergence after a change of weight or priority: two deep clients in
+ * cgroups at 100 (the second at 900 where it goes to 100), one slot, 2 ms
+ * jobs; at 600 ms the second cgroup's weight or priority changes, and its
+ * share in each 100 ms from then on is compared with its new due. The
+ * time to converge is from the change to the start of the first 100 ms
+ * from which on every one is within 2 points (a job) of it: at most 200 ms.
+ * Its shares over time are printed (bench/sim.py plots them).
+ */
+static void drm_sched_cgroup_change(struct kunit *test)
+{
+	const struct cg_change_case *c = test->param_value;
+	const unsigned int nr = CG_CHANGE_RUN_MS / CG_BUCKET_MS;
+	const unsigned int at = CG_CHANGE_AT_MS / CG_BUCKET_MS;
+	struct cg_client clients[2] = {
+		{ .params = { NULL, 5, 2000, 0 } },
+		{ .params = { NULL, 5, 2000, 0 } },
+	};
+	struct drm_mock_sched_entity *entities[2];
+	struct drm_mock_scheduler *sched;
+	struct gpucg_device *dev;
+	unsigned int i, b, share, settled = nr;
+	char *series;
+	ktime_t start;
+
+	cg_virtual_time_only(test);
+	clients[0].group = cg_group(test, NULL, 100);
+	clients[1].group = cg_group(test, NULL, c->weight == 100 && !c->prio ? 900 : 100);
+	series = kunit_kzalloc(test, 5 * nr, GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, series);
+	dev = cg_setup(test, &sched, 1, 1);
+	for (i = 0; i < 2; i++) {
+		clients[i].nr_buckets = nr;
+		clients[i].buckets = kunit_kcalloc(test, nr, sizeof(u64), GFP_KERNEL);
+		KUNIT_ASSERT_NOT_NULL(test, clients[i].buckets);
+		cg_client_setup(test, &clients[i], dev, sched, i);
+		entities[i] = clients[i].entity;
+	}
+	start = ktime_get();
+	for (i = 0; i < 2; i++) {
+		clients[i].window_start = start;
+		clients[i].window_end = ktime_add_ms(start, CG_CHANGE_RUN_MS);
+		kthread_queue_work(clients[i].worker, &clients[i].work);
+	}
+	msleep(CG_CHANGE_AT_MS);
+	gpucg_kunit_cgroup_set(clients[1].group, c->weight, c->prio);
+	msleep(CG_CHANGE_RUN_MS - CG_CHANGE_AT_MS);
+	cg_clients_stop(test, clients, 2);
+	cg_teardown(test, entities, 2, &sched, 1);
+
+	for (b = 0; b < nr; b++) {
+		u64 sum = clients[0].buckets[b] + clients[1].buckets[b];
+
+		share = sum ? div64_u64(100 * clients[1].buckets[b], sum) : 0;
+		snprintf(series + strlen(series), 5, "%s%u", b ? "," : "", share);
+		if (b >= at && share + 2 >= c->want && share <= c->want + 2) {
+			if (settled == nr)
+				settled = b;
+		} else if (b >= at) {
+			settled = nr;
+		}
+	}
+	kunit_info(test, "%s: within 2 points of %u%% %u ms after the change\n",
+		   c->description, c->want,
+		   settled < nr ? (settled - at) * CG_BUCKET_MS : CG_CHANGE_RUN_MS);
+	kunit_info(test, "%s: series %u ms: %s\n", c->description, CG_BUCKET_MS,
+		   series);
+	KUNIT_EXPECT_LE(test, settled, at + 2);
+}
+
 static struct kunit_case drm_sched_cgroup_tests[] = {
 	KUNIT_CASE_PARAM_ATTR(drm_sched_cgroup_weights, cg_weight_gen_params,
 			      { .speed = KUNIT_SPEED_SLOW }),
@@ -1211,22 +1650,14 @@ static struct kunit_case drm_sched_cgroup_tests[] = {
 			      { .speed = KUNIT_SPEED_SLOW }),
 	KUNIT_CASE_PARAM_ATTR(drm_sched_cgroup_inversion, cg_inv_gen_params,
 			      { .speed = KUNIT_SPEED_SLOW }),
+	KUNIT_CASE_PARAM_ATTR(drm_sched_cgroup_prio_wait, cg_wait_gen_params,
+			      { .speed = KUNIT_SPEED_SLOW }),
+	KUNIT_CASE_PARAM_ATTR(drm_sched_cgroup_tree, cg_tree_gen_params,
+			      { .speed = KUNIT_SPEED_SLOW }),
+	KUNIT_CASE_PARAM_ATTR(drm_sched_cgroup_change, cg_change_gen_params,
+			      { .speed = KUNIT_SPEED_SLOW }),
 	{}
 };
-
-KUNIT_DEFINE_ACTION_WRAPPER(cg_cgroup_free, gpucg_kunit_cgroup_free,
-			    struct gpucg *);
-
-/* A cgroup of the test's own, freed at its end. */
-static struct gpucg *cg_cgroup_new(struct kunit *test, struct gpucg *parent,
-				   u32 weight, int prio)
-{
-	struct gpucg *cg = gpucg_kunit_cgroup_new(parent, weight, prio);
-
-	KUNIT_ASSERT_NOT_NULL(test, cg);
-	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, cg_cgroup_free, cg), 0);
-	return cg;
-}
 
 /*
  * Without gpucg_root, the test's own cgroups, made before any device of the
