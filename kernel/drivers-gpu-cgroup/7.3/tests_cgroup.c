@@ -503,15 +503,18 @@ static void drm_sched_cgroup_weights(struct kunit *test)
  */
 static void drm_sched_cgroup_oversubscribed(struct kunit *test)
 {
-	struct cg_client clients[10];
+	const unsigned int n = 10;
+	struct cg_client *clients;
 	unsigned int i, share;
 
-	memset(clients, 0, sizeof(clients));
+	/* not on the stack: ten of them outgrow a kernel function's frame */
+	clients = kunit_kcalloc(test, n, sizeof(*clients), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, clients);
 	clients[0].params = (struct cg_client_params){ "w100", 2, 2000, 0 };
-	for (i = 1; i < ARRAY_SIZE(clients); i++)
+	for (i = 1; i < n; i++)
 		clients[i].params = (struct cg_client_params){ "e100", 2, 2000, 0 };
-	cg_run(test, clients, ARRAY_SIZE(clients), 1);
-	share = cg_share(clients, ARRAY_SIZE(clients), 0, 1);
+	cg_run(test, clients, n, 1);
+	share = cg_share(clients, n, 0, 1);
 	kunit_info(test, "one client against nine at equal weights: %u%% (want 50%%)\n",
 		   share);
 	KUNIT_EXPECT_GE(test, share, 45U);
