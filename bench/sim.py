@@ -61,6 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from common import save, table
+from sim_plots import Series, plot
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICIES = ("fifo", "fair")
@@ -76,7 +77,7 @@ TARGETS = {
 SECTION = re.compile(r"^\[sim\.sh\] virtual time, (?P<base>[\d.]+), (?P<name>\w+) ")
 # "    drm_sched_cgroup_weights: weights 1:4, one credit: 80% (want 80%)", and
 # the same load on upstream's policy alone: "..., one credit, no cgroup: 50% ..."
-WEIGHTS = re.compile(r"^\s+drm_sched_cgroup_weights: .*?(?P<plain>, no cgroup)?: "
+WEIGHTS = re.compile(r"^\s+drm_sched_cgroup_weights: (?P<case>.*?)(?P<plain>, no cgroup)?: "
                      r"(?P<got>\d+)% \(want (?P<want>\d+)%\)$")
 # "    drm_sched_cgroup_shapes: think 25%, one slot, weights 9:1: 72% of the
 # engine, 90% of the GPU time used (alone 76%), want 72%; engine busy 80%"
@@ -102,8 +103,11 @@ TREE = re.compile(r"^\s+drm_sched_cgroup_tree: .*?(?P<plain>, no cgroup)?: large
 JAIN = re.compile(r"^\s+drm_sched_cgroup_tree: .*?(?P<plain>, no cgroup)?: Jain's index "
                   r"(?P<index>\d+)/1000$")
 # "    drm_sched_cgroup_change: weight 100 to 900: within 2 points of 90% 100 ms after the change"
-CHANGE = re.compile(r"^\s+drm_sched_cgroup_change: .*: within 2 points of \d+% (?P<ms>\d+) ms "
-                    r"after the change$")
+CHANGE = re.compile(r"^\s+drm_sched_cgroup_change: (?P<case>.*): within 2 points of "
+                    r"(?P<want>\d+)% (?P<ms>\d+) ms after the change$")
+# "    drm_sched_cgroup_weights: weights 1:9, one credit, no cgroup: series 100 ms: 50,50"
+SERIES = re.compile(r"^\s+drm_sched_cgroup_(?P<scenario>\w+): (?P<case>.*?)(?P<plain>, no cgroup)?"
+                    r": series (?P<ms>\d+) ms: (?P<values>\d+(?:,\d+)*)$")
 
 
 class SimError(Exception):
@@ -127,6 +131,8 @@ class Figures:
     jain: list[float] = field(default_factory=list)
     jain_upstream: list[float] = field(default_factory=list)
     change_ms: list[int] = field(default_factory=list)
+    series: list[tuple[str, str, bool, int, tuple[int, ...]]] = field(default_factory=list)
+    wants: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def summary(self) -> dict[str, float]:
         missing = [n for n, v in (("weights", self.weights), ("shapes", self.shallow),
@@ -172,9 +178,14 @@ def parse(lines: Iterable[str]) -> dict[str, Figures]:
             continue
         if current is None:
             continue
-        if m := WEIGHTS.match(line):
+        if m := SERIES.match(line):
+            current.series.append((m["scenario"], m["case"], bool(m["plain"]), int(m["ms"]),
+                                   tuple(int(v) for v in m["values"].split(","))))
+        elif m := WEIGHTS.match(line):
             (current.weights_upstream if m["plain"] else current.weights).append(
                 (int(m["got"]), int(m["want"])))
+            if not m["plain"]:
+                current.wants[("weights", m["case"])] = int(m["want"])
         elif m := SHAPES.match(line):
             if m["case"] == "no think":
                 current.shallow.append((int(m["used"]), int(m["want"])))
@@ -196,6 +207,7 @@ def parse(lines: Iterable[str]) -> dict[str, Figures]:
                 int(m["index"]) / 1000)
         elif m := CHANGE.match(line):
             current.change_ms.append(int(m["ms"]))
+            current.wants[("change", m["case"])] = int(m["want"])
     return found
 
 
@@ -220,6 +232,15 @@ def result(found: dict[str, Figures]) -> dict[str, float]:
     return out
 
 
+def series(found: dict[str, Figures]) -> tuple[list[Series], dict[tuple[str, str], int]]:
+    """Every policy's printed series, and the share each case is due."""
+    out = [Series(scenario, case, policy, plain, ms, values)
+           for policy, figures in found.items()
+           for scenario, case, plain, ms, values in figures.series]
+    wants = {key: want for figures in found.values() for key, want in figures.wants.items()}
+    return out, wants
+
+
 def run_sim() -> list[str]:
     proc = subprocess.run([str(ROOT / "tools" / "sim.sh"), "run"], capture_output=True,
                           text=True)
@@ -233,8 +254,10 @@ def run_sim() -> list[str]:
 def main(argv: list[str]) -> int:
     try:
         lines = Path(argv[0]).read_text().splitlines() if argv else run_sim()
-        figures = result(parse(lines))
-    except (OSError, SimError) as e:
+        found = parse(lines)
+        figures = result(found)
+        written = plot(*series(found))
+    except (OSError, SimError, ImportError) as e:
         print(f"bench-sim: {e}", file=sys.stderr)
         return 1
     rows = []
@@ -248,7 +271,8 @@ def main(argv: list[str]) -> int:
         else:
             rows.append((key, f"{value:g}"))
     table("virtual time, 7.3 (cgroup order over FIFO and FAIR)", rows)
-    print(f"\nwritten to {save('sim-7.3', figures)}")
+    print(f"\nwritten to {save('sim-7.3', figures)}, and {len(written)} plots to "
+          f"{written[0].parent if written else 'nowhere: no series printed'}")
     return 0
 
 

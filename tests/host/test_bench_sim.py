@@ -85,3 +85,24 @@ def test_a_log_that_has_no_figures_fails_the_benchmark(tmp_path: Path) -> None:
     log = tmp_path / "sim.log"
     log.write_text(CORE)
     assert sim.main([str(log)]) == 1
+
+
+def test_each_case_is_plotted_with_every_policy_and_its_due(tmp_path: Path) -> None:
+    found = sim.parse(output({"w11": 50, "loan": 0, "chain": 127, "plain": 30},
+                             {"w11": 50, "loan": 0, "chain": 127, "plain": 30}))
+    series, wants = sim.series(found)
+    # two scenarios' cases, each printed by the cgroup order and upstream's
+    # alone (the change has no upstream counterpart), under both policies
+    assert sorted({(s.scenario, s.case) for s in series}) == [
+        ("change", "weight 100 to 900"), ("weights", "weights 1:9, a ring of 256")]
+    assert len(series) == 6
+    assert wants[("weights", "weights 1:9, a ring of 256")] == 90
+    assert wants[("change", "weight 100 to 900")] == 90
+    ring = [s for s in series if s.case == "weights 1:9, a ring of 256" and s.upstream]
+    assert {s.policy for s in ring} == {"fifo", "fair"}
+    assert ring[0].values == (0, 2, 100) and ring[0].bucket_ms == 100
+    written = sim.plot(series, wants, tmp_path)
+    assert sorted(p.name for p in written) == [
+        "change-weight-100-to-900.png", "weights-weights-1-9-a-ring-of-256.png"]
+    for path in written:
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -444,6 +444,42 @@ static unsigned int cg_share(struct cg_client *clients, unsigned int n,
 	return all ? div64_u64(100 * part, all) : 0;
 }
 
+/*
+ * @clients[@i]'s share of the GPU time used by all @n in each of its
+ * buckets, percent, comma-separated into @buf of @size.
+ */
+static void cg_series(struct cg_client *clients, unsigned int n, unsigned int i,
+		      char *buf, size_t size)
+{
+	unsigned int b, j, len = 0;
+
+	buf[0] = '\0';
+	for (b = 0; b < clients[i].nr_buckets; b++) {
+		u64 sum = 0;
+
+		for (j = 0; j < n; j++)
+			sum += clients[j].buckets[b];
+		len += scnprintf(buf + len, size - len, "%s%llu", b ? "," : "",
+				 sum ? div64_u64(100 * clients[i].buckets[b], sum) : 0);
+	}
+}
+
+/* Buckets of CG_BUCKET_MS for @n clients, over @ms from their window's start */
+static void cg_buckets(struct kunit *test, struct cg_client *clients,
+		       unsigned int n, unsigned int ms)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		clients[i].nr_buckets = ms / CG_BUCKET_MS;
+		clients[i].buckets = kunit_kcalloc(test, clients[i].nr_buckets,
+						   sizeof(u64), GFP_KERNEL);
+		KUNIT_ASSERT_NOT_NULL(test, clients[i].buckets);
+	}
+}
+
+#define CG_SERIES_LEN	256
+
 struct cg_weight_case {
 	const char *description;
 	const char *heavy;	/* cgroup of the second client */
@@ -485,7 +521,11 @@ static void drm_sched_cgroup_weights(struct kunit *test)
 		{ .params = { NULL, c->credits + 4, 2000, 0 } },
 	};
 	unsigned int share, upstream;
+	char *series = kunit_kzalloc(test, CG_SERIES_LEN, GFP_KERNEL);
 
+	KUNIT_ASSERT_NOT_NULL(test, series);
+	cg_buckets(test, clients, 2, CG_WINDOW_MS);
+	cg_buckets(test, plain, 2, CG_WINDOW_MS);
 	cg_run(test, clients, 2, c->credits);
 	share = cg_share(clients, 2, 1, 2);
 	cg_run_on(test, plain, 2, c->credits, true);
@@ -493,6 +533,11 @@ static void drm_sched_cgroup_weights(struct kunit *test)
 	kunit_info(test, "%s: %u%% (want %u%%)\n", c->description, share, c->want);
 	kunit_info(test, "%s, no cgroup: %u%% (want %u%%)\n", c->description,
 		   upstream, c->want);
+	cg_series(clients, 2, 1, series, CG_SERIES_LEN);
+	kunit_info(test, "%s: series %u ms: %s\n", c->description, CG_BUCKET_MS, series);
+	cg_series(plain, 2, 1, series, CG_SERIES_LEN);
+	kunit_info(test, "%s, no cgroup: series %u ms: %s\n", c->description,
+		   CG_BUCKET_MS, series);
 	KUNIT_EXPECT_GE(test, share + 5, c->want);
 	KUNIT_EXPECT_LE(test, share, c->want + 5);
 }
@@ -1593,13 +1638,11 @@ static void drm_sched_cgroup_change(struct kunit *test)
 	cg_virtual_time_only(test);
 	clients[0].group = cg_group(test, NULL, 100);
 	clients[1].group = cg_group(test, NULL, c->weight == 100 && !c->prio ? 900 : 100);
-	series = kunit_kzalloc(test, 5 * nr, GFP_KERNEL);
+	series = kunit_kzalloc(test, CG_SERIES_LEN, GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, series);
+	cg_buckets(test, clients, 2, CG_CHANGE_RUN_MS);
 	dev = cg_setup(test, &sched, 1, 1);
 	for (i = 0; i < 2; i++) {
-		clients[i].nr_buckets = nr;
-		clients[i].buckets = kunit_kcalloc(test, nr, sizeof(u64), GFP_KERNEL);
-		KUNIT_ASSERT_NOT_NULL(test, clients[i].buckets);
 		cg_client_setup(test, &clients[i], dev, sched, i);
 		entities[i] = clients[i].entity;
 	}
@@ -1619,7 +1662,6 @@ static void drm_sched_cgroup_change(struct kunit *test)
 		u64 sum = clients[0].buckets[b] + clients[1].buckets[b];
 
 		share = sum ? div64_u64(100 * clients[1].buckets[b], sum) : 0;
-		snprintf(series + strlen(series), 5, "%s%u", b ? "," : "", share);
 		if (b >= at && share + 2 >= c->want && share <= c->want + 2) {
 			if (settled == nr)
 				settled = b;
@@ -1630,6 +1672,7 @@ static void drm_sched_cgroup_change(struct kunit *test)
 	kunit_info(test, "%s: within 2 points of %u%% %u ms after the change\n",
 		   c->description, c->want,
 		   settled < nr ? (settled - at) * CG_BUCKET_MS : CG_CHANGE_RUN_MS);
+	cg_series(clients, 2, 1, series, CG_SERIES_LEN);
 	kunit_info(test, "%s: series %u ms: %s\n", c->description, CG_BUCKET_MS,
 		   series);
 	KUNIT_EXPECT_LE(test, settled, at + 2);
