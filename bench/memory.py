@@ -1,26 +1,32 @@
 """bench-memory: the cost of GPU memory charging.
 
-Allocates and frees 4 KiB dumb buffers on vgem from a process in the root
-cgroup (charged to the root's totals, against no limit) and from one in a
-4-level nested cgroup with a limit at every level (charged at 4 levels).
-The limits are gpu.memory.max on 6.12 and dmem.max of vgem's region on 7.3,
-whichever the kernel has (pycgpu.core.memory).
+Allocates and frees 4 KiB dumb buffers on vgem from processes in two
+4-level nested cgroups of the same shape, with the memory controller
+enabled alike in both (so that memcg's charge of the buffers' kernel
+objects is paid alike): in one the GPU memory controller is enabled at
+every level with a limit at each (the GPU charge at 4 levels, against 4
+limits), in the other it is not enabled below the top level (the GPU
+charge at that level, against no limit). The ratio is the GPU charge's
+own cost; a nested worker beside workers in the root cgroup would also
+pay memcg's charge, which the root does not. The limits are
+gpu.memory.max on 6.12 and dmem.max of vgem's region on 7.3, whichever the
+kernel has (pycgpu.core.memory).
 
 An operation takes about a millisecond in the VM (a shmem file per
 buffer, under lockdep and TCG), and the machine's speed moves by half from
 one second to the next, far more than a charge costs. So three workers
 stay up for the whole run, two in the root and one in the nested cgroup,
 and take turns in blocks of BENCH_MEMORY_OPS operations (a fifth of a
-second). A block runs slower in some places of a round than in others
-(with the nested worker always in the middle, the root worker that went
-first was about 8% slower than the one that went last), so the three
-take every place once in a cycle of three rounds: a cycle's ratio
-is the nested worker's time over the mean of the two root workers'
-times, and charge_overhead_ratio is the median over the cycles of
-BENCH_MEMORY_ROUNDS rounds. noise_ratio, the median of one root worker's
-time over the other's, is a ratio with no difference at all behind it
-(a little noisier than the charge's, which has two root workers in its
-denominator): how steady the machine was.
+second), two in the uncharged tree and one in the charged one. A block
+runs slower in some places of a round than in others (the worker that
+went first was about 8% slower than the one that went last), so the
+three take every place once in a cycle of three rounds: a cycle's ratio
+is the charged worker's time over the mean of the two others', and
+charge_overhead_ratio is the median over the cycles of
+BENCH_MEMORY_ROUNDS rounds. noise_ratio, the median of one uncharged
+worker's time over the other's, is a ratio with no difference at all
+behind it (a little noisier than the charge's, which has two workers in
+its denominator): how steady the machine was.
 
 Prints ns/op for both, the ratios and their spread; writes
 bench/results/memory.json (6.12) or memory-7.3.json (7.3).
@@ -109,19 +115,27 @@ def main() -> int:
     if regions is None:
         sys.exit("bench-memory needs a kernel that counts GPU memory (gpu.memory.* or dmem)")
     region = regions.region_of(DevT.parse(devt))
-    top = Cgroup(mount, f"pycgpu-bench-{uuid.uuid4().hex[:6]}")
+    name = f"pycgpu-bench-{uuid.uuid4().hex[:6]}"
+    top, plain_top = Cgroup(mount, name), Cgroup(mount, f"{name}-plain")
     leaf = top.child("l2").child("l3").child("l4")
+    plain = plain_top.child("l2").child("l3").child("l4")
     leaf.create()
     try:
+        # the same tree without the GPU memory controller below its top
+        for cg in plain.ancestors()[1:]:
+            cg.mkdir()
+        for cg in (*leaf.ancestors()[1:-1], *plain.ancestors()[1:-1]):
+            if "memory" in cg.controllers():
+                cg.enable_controller("memory")
         cg = leaf
         while cg is not None and not cg.is_root:
             cg.write(region.file("max"), region.write(1 << 30))
             cg = cg.parent
         workers: list[Worker] = []
-        root_ns, nested_ns, ratios, noise = [], [], [], []
+        plain_ns, charged_ns, ratios, noise = [], [], [], []
         cycles = max(1, ROUNDS // 3)
         try:
-            for cgroup in (mount, leaf.path, mount):
+            for cgroup in (plain.path, leaf.path, plain.path):
                 workers.append(Worker(cgroup, card))
             for _ in range(cycles):
                 spent = {id(w): 0.0 for w in workers}
@@ -129,8 +143,8 @@ def main() -> int:
                     for w in workers[shift:] + workers[:shift]:
                         spent[id(w)] += w.block(OPS)
                 first, nested, second = (spent[id(w)] / 3 for w in workers)
-                root_ns += [first, second]
-                nested_ns.append(nested)
+                plain_ns += [first, second]
+                charged_ns.append(nested)
                 ratios.append(nested / ((first + second) / 2))
                 noise.append(second / first)
         finally:
@@ -140,16 +154,19 @@ def main() -> int:
                    if line.startswith(region.kernel_key + " ")]
     finally:
         top.remove(recursive=True)
+        if plain_top.exists():
+            plain_top.remove(recursive=True)
     ratio = median(ratios)
     table(
         f"bench-memory ({BASE}, {region.file('max')}): alloc+free of a 4 KiB vgem buffer, "
-        f"blocks of {OPS} ops, root / nested / root in every place, {cycles} cycles",
+        f"blocks of {OPS} ops, uncharged / charged / uncharged in every place, {cycles} cycles, "
+        "memcg alike in both",
         [
-            ("root cgroup (no limit)", f"{median(root_ns):,.0f} ns/op"),
-            ("4-level nested, limits at each", f"{median(nested_ns):,.0f} ns/op"),
+            ("4 levels, GPU charge at the top only", f"{median(plain_ns):,.0f} ns/op"),
+            ("4 levels, GPU charge and limits at each", f"{median(charged_ns):,.0f} ns/op"),
             ("charge_overhead_ratio",
              f"{ratio:.3f} (cycles {min(ratios):.3f} to {max(ratios):.3f})"),
-            ("noise_ratio (root / root)",
+            ("noise_ratio (uncharged / uncharged)",
              f"{median(noise):.3f} (cycles {min(noise):.3f} to {max(noise):.3f})"),
             ("leaf usage after the run", " ".join(current)),
         ],
@@ -160,10 +177,10 @@ def main() -> int:
         "charge_overhead_ratio": round(ratio, 4),
         "charge_overhead_ratio_cycles": [round(x, 4) for x in ratios],
         "noise_ratio": round(median(noise), 4),
-        "root_ns_per_op": round(median(root_ns)),
-        "nested_ns_per_op": round(median(nested_ns)),
-        "root_ns_cycles": [round(x) for x in root_ns],
-        "nested_ns_cycles": [round(x) for x in nested_ns],
+        "uncharged_ns_per_op": round(median(plain_ns)),
+        "charged_ns_per_op": round(median(charged_ns)),
+        "uncharged_ns_cycles": [round(x) for x in plain_ns],
+        "charged_ns_cycles": [round(x) for x in charged_ns],
         "ops_per_block": OPS,
     })
     return 0
