@@ -15,16 +15,17 @@ kernel has (pycgpu.core.memory).
 An operation takes about a millisecond in the VM (a shmem file per
 buffer, under lockdep and TCG), and the machine's speed moves by half from
 one second to the next, far more than a charge costs. So three workers
-stay up for the whole run, two in the root and one in the nested cgroup,
-and take turns in blocks of BENCH_MEMORY_OPS operations (a fifth of a
-second), two in the uncharged tree and one in the charged one. A block
+stay up for the whole run, two in the tree charged at its top and one in
+the tree charged at every level, and take turns in blocks of
+BENCH_MEMORY_OPS operations (a fifth of a second). A block
 runs slower in some places of a round than in others (the worker that
 went first was about 8% slower than the one that went last), so the
 three take every place once in a cycle of three rounds: a cycle's ratio
-is the charged worker's time over the mean of the two others', and
-charge_overhead_ratio is the median over the cycles of
-BENCH_MEMORY_ROUNDS rounds. noise_ratio, the median of one uncharged
-worker's time over the other's, is a ratio with no difference at all
+is the worker's charged at four levels time over the mean of the two
+others', and charge_overhead_ratio (four levels with a limit at each
+over one level without) is the median over the cycles of
+BENCH_MEMORY_ROUNDS rounds. noise_ratio, the median of one of the two
+others' time over the other's, is a ratio with no difference at all
 behind it (a little noisier than the charge's, which has two workers in
 its denominator): how steady the machine was.
 
@@ -159,14 +160,14 @@ def main() -> int:
     ratio = median(ratios)
     table(
         f"bench-memory ({BASE}, {region.file('max')}): alloc+free of a 4 KiB vgem buffer, "
-        f"blocks of {OPS} ops, uncharged / charged / uncharged in every place, {cycles} cycles, "
+        f"blocks of {OPS} ops, one level / four / one in every place, {cycles} cycles, "
         "memcg alike in both",
         [
             ("4 levels, GPU charge at the top only", f"{median(plain_ns):,.0f} ns/op"),
             ("4 levels, GPU charge and limits at each", f"{median(charged_ns):,.0f} ns/op"),
             ("charge_overhead_ratio",
              f"{ratio:.3f} (cycles {min(ratios):.3f} to {max(ratios):.3f})"),
-            ("noise_ratio (uncharged / uncharged)",
+            ("noise_ratio (one level / one level)",
              f"{median(noise):.3f} (cycles {min(noise):.3f} to {max(noise):.3f})"),
             ("leaf usage after the run", " ".join(current)),
         ],
@@ -177,10 +178,10 @@ def main() -> int:
         "charge_overhead_ratio": round(ratio, 4),
         "charge_overhead_ratio_cycles": [round(x, 4) for x in ratios],
         "noise_ratio": round(median(noise), 4),
-        "uncharged_ns_per_op": round(median(plain_ns)),
-        "charged_ns_per_op": round(median(charged_ns)),
-        "uncharged_ns_cycles": [round(x) for x in plain_ns],
-        "charged_ns_cycles": [round(x) for x in charged_ns],
+        "one_level_ns_per_op": round(median(plain_ns)),
+        "four_levels_ns_per_op": round(median(charged_ns)),
+        "one_level_ns_cycles": [round(x) for x in plain_ns],
+        "four_levels_ns_cycles": [round(x) for x in charged_ns],
         "ops_per_block": OPS,
     })
     return 0

@@ -67,7 +67,9 @@ def plot(series: list[Series], wants: dict[tuple[str, str], int],
             ax.axhline(wants[(scenario, case)], color="grey", linewidth=0.8,
                        label="its due" if scenario != "change" else "its due after the change")
         ax.set_ylim(-2, 102)
-        ax.set_xlabel("virtual time, ms (end of each 100 ms)")
+        if scenario == "change":
+            ax.axvline(600, color="grey", linestyle=":", linewidth=0.8)
+        ax.set_xlabel("virtual ms from the measurement's start (end of each 100 ms)")
         ax.set_ylabel("% of the GPU time used")
         ax.set_title(f"{case}: {TITLES.get(scenario, scenario)}", fontsize=10)
         ax.legend(fontsize=7, loc="best")

@@ -84,7 +84,7 @@ run_suites() {
 			>"$uml/results-$name-$n.log" 2>&1 || rc=$?
 		grep -h -E 'Testing complete|FAILED|CRASHED|ASSERTION|EXPECTATION|Expected' \
 			"$uml/results-$name-$n.log" | sed "s/^\[[0-9:]*\] /  $glob: /" || true
-		grep -h -E '^ +# (gpucg_test|drm_sched_cgroup)[a-z_0-9]*: ' "$raw" |
+		grep -h -E '^ +# (gpucg_test|drm_sched_cgroup|drm_sched_scheduler_rejoin)[a-z_0-9]*: ' "$raw" |
 			grep -v -E ': pass:[0-9]+ |\.speed: ' | sed 's/^ *# /    /' || true
 		splats "$raw" "$glob" || rc=1
 	done

@@ -91,15 +91,17 @@
  * grows for a while (a stall, a busy CPU) finds the running job and one
  * job's worth ahead of it, never a ring's worth (1.3 s at 256 slots of
  * 5 ms), and the engine has the next job queued all the same. Work of a
- * lower band starts only when nothing is in flight: a client of a higher
- * priority finds at most the running job ahead of it, and pays for that
- * with the lower band's next job not queued ahead (on an engine with
- * slots, a submission's latency per job while it is expected). A
- * client that went away costs one wait and a shallow ring for four cycles,
- * a deep client costs nothing, one that thinks far longer than it runs
- * costs the others the depth of the ring beyond one queued job (engine
- * time only where the CPU takes longer than that job to queue the next:
- * under emulation, 2 to 19% of the engine with jobs of 2 ms), and the
+ * lower band starts then only when nothing is in flight or when its job
+ * ends before the client is back (its think time, less its average
+ * deviation): a client of a higher priority finds at most the running job
+ * ahead of it, and the lower band pays for that with its next job not
+ * queued ahead where it would not fit (on an engine with slots, a
+ * submission's latency per such job). A client that went away costs one
+ * wait and a shallow ring for four cycles, a deep client costs nothing,
+ * one that thinks far longer than it runs costs the others of its band
+ * the depth of the ring beyond one queued job (engine time only where the
+ * CPU takes longer than that job to queue the next: under emulation, 2 to
+ * 19% of the engine with jobs of 2 ms), and the
  * engine idles at most one and a half think times plus a window per job
  * of a client it waits for: at most 48 times the window's lower bound,
  * 48 ms by default, however long that client's own jobs are (and a job
@@ -2523,11 +2525,15 @@ static u64 gpucg_hold(struct gpucg_engine *engine, struct gpucg_queue *q,
 			continue;
 		}
 		/*
-		 * One of a band above the work's finds only the running job
-		 * ahead of it; one of its band one job more, so that the
-		 * engine has the next job queued.
+		 * One not waited for, of a band above the work's, finds only
+		 * the running job ahead of it, unless the work's job ends
+		 * before it is back; one of the work's band one job more, so
+		 * that the engine has the next job queued. A late one waited
+		 * for finds only the running job.
 		 */
 		above = gpucg_expect_key(a) > max(gpucg_own_key(e), lent);
+		if (above && !wait && gpucg_fits(e, a, now))
+			continue;
 		deep = wait || above ? engine->tickets :
 			gpucg_ring_deep(engine, e, a, now);
 		/* a retirement picks again: the time is a safeguard */
@@ -2978,7 +2984,9 @@ EXPORT_SYMBOL_IF_KUNIT(gpucg_kunit_cgroup_free);
  * @prio: its new gpu.priority
  *
  * As writes of gpu.weight's default and of gpu.priority do: the weight
- * acts from the next charge, the priority at once on every entity.
+ * acts from the next charge, the priority at once on every entity of @cg
+ * (a KUnit cgroup lists no children, so a change reaches no descendant's:
+ * change leaves).
  *
  * Context: process context, may sleep; takes gpucg_mutex.
  */

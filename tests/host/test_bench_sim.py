@@ -67,6 +67,9 @@ def test_the_scenarios_of_many_cgroups_waits_and_changes() -> None:
     assert got["jain_index_60_cgroups"] == 1.0
     assert got["jain_index_60_cgroups_fair"] == 0.912
     assert got["jain_index_60_cgroups_fifo"] == 0.998
+    # upstream's policy with 0026, the re-joining client's longest round
+    assert got["rejoin_round_worst_ms_fair"] == 12.001
+    assert "rejoin_round_worst_ms" not in got
 
 
 def test_a_missing_scenario_or_policy_is_an_error() -> None:
