@@ -96,7 +96,8 @@
  * deviation): a client of a higher priority finds at most the running job
  * ahead of it, and the lower band pays for that with its next job not
  * queued ahead where it would not fit (on an engine with slots, a
- * submission's latency per such job). A client that went away costs one
+ * submission's latency per such job; a job overrunning its estimate by a
+ * window ends the hold). A client that went away costs one
  * wait and a shallow ring for four cycles, a deep client costs nothing,
  * one that thinks far longer than it runs costs the others of its band
  * the depth of the ring beyond one queued job (engine time only where the
@@ -2534,8 +2535,13 @@ static u64 gpucg_hold(struct gpucg_engine *engine, struct gpucg_queue *q,
 		above = gpucg_expect_key(a) > max(gpucg_own_key(e), lent);
 		if (above && !wait && gpucg_fits(e, a, now))
 			continue;
-		deep = wait || above ? engine->tickets :
-			gpucg_ring_deep(engine, e, a, now);
+		if (wait)
+			deep = engine->tickets;
+		else if (above)	/* bounded in time, as the ring's depth */
+			deep = engine->tickets &&
+			       (s64)(engine->busy_until + gpucg_window(a) - now) > 0;
+		else
+			deep = gpucg_ring_deep(engine, e, a, now);
 		/* a retirement picks again: the time is a safeguard */
 		if (deep)
 			hold = min(hold, gpucg_window(a));
