@@ -444,6 +444,18 @@ static unsigned int cg_share(struct cg_client *clients, unsigned int n,
 	return all ? div64_u64(100 * part, all) : 0;
 }
 
+/* @clients[@i]'s share of the GPU time all @n used in bucket @b, percent */
+static unsigned int cg_bucket_share(struct cg_client *clients, unsigned int n,
+				    unsigned int i, unsigned int b)
+{
+	u64 sum = 0;
+	unsigned int j;
+
+	for (j = 0; j < n; j++)
+		sum += clients[j].buckets[b];
+	return sum ? div64_u64(100 * clients[i].buckets[b], sum) : 0;
+}
+
 /*
  * @clients[@i]'s share of the GPU time used by all @n in each of its
  * buckets, percent, comma-separated into @buf of @size.
@@ -451,17 +463,12 @@ static unsigned int cg_share(struct cg_client *clients, unsigned int n,
 static void cg_series(struct cg_client *clients, unsigned int n, unsigned int i,
 		      char *buf, size_t size)
 {
-	unsigned int b, j, len = 0;
+	unsigned int b, len = 0;
 
 	buf[0] = '\0';
-	for (b = 0; b < clients[i].nr_buckets; b++) {
-		u64 sum = 0;
-
-		for (j = 0; j < n; j++)
-			sum += clients[j].buckets[b];
-		len += scnprintf(buf + len, size - len, "%s%llu", b ? "," : "",
-				 sum ? div64_u64(100 * clients[i].buckets[b], sum) : 0);
-	}
+	for (b = 0; b < clients[i].nr_buckets; b++)
+		len += scnprintf(buf + len, size - len, "%s%u", b ? "," : "",
+				 cg_bucket_share(clients, n, i, b));
 }
 
 /* Buckets of CG_BUCKET_MS for @n clients, over @ms from their window's start */
@@ -1667,9 +1674,7 @@ static void drm_sched_cgroup_change(struct kunit *test)
 	at = DIV_ROUND_UP(changed_ms, CG_BUCKET_MS);
 	KUNIT_ASSERT_LT(test, at, nr);
 	for (b = 0; b < nr; b++) {
-		u64 sum = clients[0].buckets[b] + clients[1].buckets[b];
-
-		share = sum ? div64_u64(100 * clients[1].buckets[b], sum) : 0;
+		share = cg_bucket_share(clients, 2, 1, b);
 		if (b >= at && share + 2 >= c->want && share <= c->want + 2) {
 			if (settled == nr)
 				settled = b;
