@@ -47,6 +47,14 @@ configured, where a scenario measures it):
   or 900 to 100, or its priority 0 to 100: from the change until every
   whole 100 ms after is within 2 points of the new share (the worst case;
   under 100 ms is the first whole 100 ms's); target 200;
+- property_inversions, property_idle_longest_ms, property_share_error_pts:
+  200 random mixes (cgroup trees, weights 1 to 10000, priorities, deep,
+  one-job and thinking clients, 1 to 4 slots), each run as drawn and with
+  every client deep: handoffs that passed over queued work of a higher
+  band (target 0), the longest stretch the engine ran nothing while work
+  was queued (target 48, the essay's bound), and where the highest band's
+  clients are all deep, the largest distance of a leaf's share from its
+  weights' (target 1);
 - rejoin_round_worst_ms (``_fifo``, ``_fair`` only: upstream's policy,
   with 7.3 patch 0026, no cgroup): a client with one job running and one
   queued against rounds of a signaller's 1 ms job and a job waiting on it;
@@ -80,6 +88,9 @@ TARGETS = {
     "prio_wait_p99_jobs": 1.0,
     "jain_index_60_cgroups": 0.99,
     "convergence_ms": 200.0,
+    "property_inversions": 0.0,
+    "property_idle_longest_ms": 48.0,
+    "property_share_error_pts": 1.0,
 }
 # "[sim.sh] virtual time, 7.3, fifo (sched_policy=1): ..."
 SECTION = re.compile(r"^\[sim\.sh\] virtual time, (?P<base>[\d.]+), (?P<name>\w+) ")
@@ -118,6 +129,9 @@ CHANGE = re.compile(r"^\s+drm_sched_cgroup_change: (?P<case>.*): within 2 points
 REJOIN = re.compile(r"^\s+drm_sched_scheduler_rejoin_test: Normal signaller: \d+ of \d+ rounds, "
                     r"\d+ us on average, (?P<worst>\d+) at worst$")
 # "    drm_sched_cgroup_weights: weights 1:9, one credit, no cgroup: series 100 ms: 50,50"
+PROPERTY = re.compile(r"^\s+drm_sched_cgroup_property: \d+ runs: (?P<inversions>\d+) inversions, "
+                      r"longest idle with work queued (?P<idle>\d+) us, largest share error "
+                      r"(?P<error>[\d.]+) points")
 SERIES = re.compile(r"^\s+drm_sched_cgroup_(?P<scenario>\w+): (?P<case>.*?)(?P<plain>, no cgroup)?"
                     r": series (?P<ms>\d+) ms: (?P<values>\d+(?:,\d+)*)$")
 
@@ -144,6 +158,7 @@ class Figures:
     jain_upstream: list[float] = field(default_factory=list)
     change_ms: list[int] = field(default_factory=list)
     rejoin_worst_us: list[int] = field(default_factory=list)
+    property: list[tuple[int, int, float]] = field(default_factory=list)  # (inv, idle us, err)
     series: list[tuple[str, str, bool, int, tuple[int, ...]]] = field(default_factory=list)
     wants: dict[tuple[str, str], int] = field(default_factory=dict)
 
@@ -152,7 +167,8 @@ class Figures:
                                   ("think", self.think), ("inversion", self.inversion),
                                   ("loan", self.loan_median_us), ("prio_wait", self.prio_p99),
                                   ("tree", self.tree), ("jain", self.jain),
-                                  ("change", self.change_ms)) if not v]
+                                  ("change", self.change_ms),
+                                  ("property", self.property)) if not v]
         if missing or "native" not in self.inversion:
             raise SimError(f"no figures of {', '.join(missing) or 'native inversion'}")
         out = {
@@ -165,6 +181,9 @@ class Figures:
             "think_share_error_pts": float(max(abs(g - w) for g, w in self.think)),
             "inversion_control_ratio": round(min(self.inversion["native"]), 3),
             "loan_wait_median_us": float(max(self.loan_median_us)),
+            "property_inversions": float(sum(p[0] for p in self.property)),
+            "property_idle_longest_ms": max(p[1] for p in self.property) / 1000,
+            "property_share_error_pts": max(p[2] for p in self.property),
         }
         if self.weights_upstream or self.tree_upstream:
             out["fairness_max_error_pts_upstream"] = max(
@@ -220,6 +239,8 @@ def parse(lines: Iterable[str]) -> dict[str, Figures]:
         elif m := JAIN.match(line):
             (current.jain_upstream if m["plain"] else current.jain).append(
                 int(m["index"]) / 1000)
+        elif m := PROPERTY.match(line):
+            current.property.append((int(m["inversions"]), int(m["idle"]), float(m["error"])))
         elif m := REJOIN.match(line):
             current.rejoin_worst_us.append(int(m["worst"]))
         elif m := CHANGE.match(line):

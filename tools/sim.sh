@@ -61,6 +61,20 @@ splats() {
 	return 1
 }
 
+# One line for the property tests' runs in a boot's log @1 (their lines per
+# mix stay in the log): how many, and the worst of each figure.
+property_summary() {
+	awk '/drm_sched_cgroup_property: mix [0-9]+/ {
+		runs++
+		if (match($0, /: [0-9]+ inversions/)) inv += substr($0, RSTART + 2, RLENGTH - 13)
+		if (match($0, /longest [0-9]+ us/)) { v = substr($0, RSTART + 8, RLENGTH - 11) + 0; if (v > idle) idle = v }
+		if ($0 !~ /not checked/ && match($0, /share error [0-9.]+ points/)) {
+			checked++; v = substr($0, RSTART + 12, RLENGTH - 19) + 0; if (v > err) err = v
+		}
+	}
+	END { if (runs) printf "    drm_sched_cgroup_property: %d runs: %d inversions, longest idle with work queued %d us, largest share error %.1f points (%d runs checked)\n", runs, inv, idle, err, checked }' "$1"
+}
+
 # Runs the suites matching each GLOB, one boot each, under drm_sched's
 # POLICY (gpu_sched.sched_policy): the kernel's log of the Nth goes to
 # $PYCGPU_CACHE/BASE/uml/raw-NAME-N.log, its parsed results beside it.
@@ -85,7 +99,9 @@ run_suites() {
 		grep -h -E 'Testing complete|FAILED|CRASHED|ASSERTION|EXPECTATION|Expected' \
 			"$uml/results-$name-$n.log" | sed "s/^\[[0-9:]*\] /  $glob: /" || true
 		grep -h -E '^ +# (gpucg_test|drm_sched_cgroup|drm_sched_scheduler_rejoin)[a-z_0-9]*: ' "$raw" |
-			grep -v -E ': pass:[0-9]+ |\.speed: ' | sed 's/^ *# /    /' || true
+			grep -v -E ': pass:[0-9]+ |\.speed: |drm_sched_cgroup_property: (mix|client) ' |
+			sed 's/^ *# /    /' || true
+		property_summary "$raw"
 		splats "$raw" "$glob" || rc=1
 	done
 	[ "$rc" -eq 0 ] || die "$base's $name suites failed (logs: $uml/raw-$name-*.log, $uml/results-$name-*.log)"

@@ -35,9 +35,15 @@
  * active sibling of its band: it goes before that sibling's next job, as
  * upstream's fair policy puts a returning entity at the head, banks no
  * credit by idling, and keeps any debt. An entity whose key changes keeps
- * the vtime of the band it leaves and takes back the one of the band it left before, if that is
- * the band it enters (so a subtree whose key flips between two bands as
- * its high-priority work comes and goes keeps its place in both); in any
+ * the vtime of the band it leaves and takes back the one of the band it
+ * left before, if that is the band it enters (so a subtree whose key flips
+ * between two bands as its high-priority work comes and goes keeps its
+ * place in both), no lower than that band's floor if it idled there: if a
+ * job of it started in the other band meanwhile, or nothing of it was in
+ * flight for longer than its window. A flip while its work in the band was
+ * all in flight (a deep client's whose jobs fill the ring) is no idling:
+ * counted as one, a cgroup at 10000 beside one at 100, whose subtree also
+ * has work at a lower band, got 37.5% of the engine on four slots. In any
  * other band it starts level with the leftmost entity there. So time used
  * at one priority never delays the same subtree's work at another, and a
  * newcomer is never placed against a band above it.
@@ -369,6 +375,8 @@ struct gpucg_entity {
 	unsigned int		nr_lent;
 	int			key;		/* its band in the parent's tree */
 	int			left_key;	/* the band it left last */
+	u64			left_ns;	/* when it left it */
+	int			start_key;	/* its band at its last job's start */
 	bool			active;
 	bool			placed;		/* has been active once */
 	struct gpucg_queue	*group;		/* its run queue, grouped engines */
@@ -621,6 +629,7 @@ static void gpucg_entity_init(struct gpucg_entity *e, struct gpucg_engine *engin
 	e->key = GPUCG_KEY_NONE;
 	e->boost = GPUCG_KEY_NONE;
 	e->run_key = GPUCG_KEY_NONE;
+	e->start_key = GPUCG_KEY_NONE;
 	e->await_key = GPUCG_KEY_NONE;
 	INIT_LIST_HEAD(&e->boosts_out);
 	INIT_LIST_HEAD(&e->lent);
@@ -795,15 +804,20 @@ static bool gpucg_band_floor(struct gpucg_entity *e, int key, u64 *floor)
  * Places @e, which becomes active in band @key, against its siblings. A
  * newcomer, or an entity entering a band other than the two it was in
  * last, starts at the band's floor (gpucg_band_floor(); alone in its band,
- * at the parent's clock). One back in its band after a real idle period,
- * or back in the band it left last, starts no lower than the floor (it
- * banks no credit) and keeps any debt. One back while the engine waits for
- * it, or within the window, keeps its vtime.
+ * at the parent's clock). One back in its band after a real idle period
+ * starts no lower than the floor (it banks no credit) and keeps any debt;
+ * so does one back in the band it left last once a job of it started in
+ * the other band, or once it had nothing in flight for longer than the
+ * window since it left. One back while the engine waits for it, or within
+ * the window, keeps its vtime, and so does one whose work in a band was
+ * all in flight for a moment (a deep client's whose jobs fill the ring),
+ * so that its band flipped to another and back with no job started there:
+ * it has not idled, and a floor would take the credit its weight earns.
  */
 static void gpucg_entity_place(struct gpucg_entity *e, int key, u64 now)
 {
-	bool idled = !e->inflight &&
-		     now - e->idle_ns > max(gpucg_window(e), gpucg_expect_ns(e));
+	u64 bound = max(gpucg_window(e), gpucg_expect_ns(e));
+	bool idled = !e->inflight && now - e->idle_ns > bound;
 	u64 floor = e->parent->vclock;
 	bool found = gpucg_band_floor(e, key, &floor);
 	int back;
@@ -814,10 +828,13 @@ static void gpucg_entity_place(struct gpucg_entity *e, int key, u64 now)
 		e->left_key = e->key;
 		swap(e->vtime, e->left_vtime);
 		if (back != key) {
+			e->left_ns = now;
 			e->vtime = floor;
 			return;
 		}
-		idled = true;
+		idled = e->start_key != key ||
+			(!e->inflight && now - e->left_ns > bound);
+		e->left_ns = now;
 	}
 	if (!e->placed) {
 		e->vtime = floor;
@@ -2690,6 +2707,7 @@ void gpucg_queue_start(struct gpucg_queue *q, struct gpucg_ticket *t)
 	for (e = ent; e->parent; e = e->parent) {
 		e->inflight++;
 		e->due_ns = q->engine->busy_until;
+		e->start_key = e->key;
 	}
 	gpucg_entity_account(ent, t->est_ns, false);
 	if (q->active) {

@@ -23,7 +23,8 @@ CORE = """\
 
 
 # the figures of the scenarios a test does not look at
-QUIET = {"p99": "0.99", "tree": "0.0", "jain": 994, "conv": 100}
+QUIET = {"p99": "0.99", "tree": "0.0", "jain": 994, "conv": 100, "inv": 0, "idle": 15000,
+         "perr": "0.9"}
 
 
 def output(fifo: dict[str, object], fair: dict[str, object]) -> list[str]:
@@ -70,6 +71,20 @@ def test_the_scenarios_of_many_cgroups_waits_and_changes() -> None:
     # upstream's policy with 0026, the re-joining client's longest round
     assert got["rejoin_round_worst_ms_fair"] == 12.001
     assert "rejoin_round_worst_ms" not in got
+
+
+def test_the_property_runs_worst_figures() -> None:
+    got = sim.result(sim.parse(output(
+        {"w11": 50, "loan": 0, "chain": 127, "plain": 50, "inv": 0, "idle": 16991,
+         "perr": "0.9"},
+        {"w11": 50, "loan": 0, "chain": 127, "plain": 50, "inv": 3, "idle": 14777,
+         "perr": "0.6"})))
+    # inversions: the worse policy's count; idle in ms; error in points
+    assert got["property_inversions"] == 3.0
+    assert got["property_inversions_over_fifo"] == 0.0
+    assert got["property_idle_longest_ms"] == 16.991
+    assert got["property_share_error_pts"] == 0.9
+    assert got["property_share_error_pts_over_fair"] == 0.6
 
 
 def test_a_missing_scenario_or_policy_is_an_error() -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from clients import JOB_NS, devt, usage_us
+from memfiles import MemFiles, gem_key
 from simgpu import SimGpu
 
 from pycgpu.core import formats
@@ -79,6 +80,12 @@ def inject(op: Callable[[], object], what: str) -> Iterator[tuple[int, BaseExcep
     raise AssertionError(f"still failing allocations after {MAX_NTH}")
 
 
+def mem_value(cg: Cgroup, mem: MemFiles, what: str) -> int | None:
+    """@mem's line of the memory file @what (max, current), None where it
+    has none or reads "max"."""
+    return formats.parse_region_keyed(cg.read(mem.name(what))).get(mem.key)
+
+
 def assert_clean_error(n: int, err: BaseException | None) -> None:
     if err is not None:
         assert isinstance(err, OSError) and err.errno in (errno.ENOMEM, errno.ENOSPC), \
@@ -110,7 +117,10 @@ def write_knob(cgroup, name: str, value: str) -> Callable[[], object]:
     return op
 
 
-def test_knob_writes_leave_the_value_or_set_it(cgroup, gpu_dev):
+def test_knob_writes_leave_the_value_or_set_it(cgroup, gpu_dev, simgpu_nodes):
+    """gpu.weight, and the device's memory limit (gpu.memory.max on 6.12,
+    dmem.max of its GEM region on 7.3), each written with every allocation
+    failing in turn: the value is set or left as it was."""
     op = write_knob(cgroup, "gpu.weight", f"{gpu_dev} 333")
     try:
         for n, err in inject(op, "gpu.weight write (pool)"):
@@ -120,13 +130,14 @@ def test_knob_writes_leave_the_value_or_set_it(cgroup, gpu_dev):
             cgroup.set_weight(None, gpu_dev)
     finally:
         os.close(op.fd)  # type: ignore[attr-defined]
-    op = write_knob(cgroup, "gpu.memory.max", f"{gpu_dev} 1M")
+    mem = MemFiles(gem_key(simgpu_nodes[0], gpu_dev))
+    op = write_knob(cgroup, mem.name("max"), f"{mem} 1M")
     try:
-        for n, err in inject(op, "gpu.memory.max write (pool)"):
+        for n, err in inject(op, f"{mem.name('max')} write (pool)"):
             assert_clean_error(n, err)
-            got = cgroup.memory_max().get(gpu_dev)
+            got = mem_value(cgroup, mem, "max")
             assert got == (1 << 20 if err is None else None), f"after failing allocation {n}"
-            cgroup.set_memory_max(gpu_dev, None)
+            mem.set_max(cgroup, "max")
     finally:
         os.close(op.fd)  # type: ignore[attr-defined]
 
@@ -176,7 +187,7 @@ def test_clients_buffers_and_jobs(cgroup, mount, simgpu_nodes):
                         ran += 1
         finally:
             Cgroup(cgroup.mount).add_proc(os.getpid())
-        current = formats.parse_flat_keyed(g.read("gpu.memory.current")).get(dev, 0)
+        current = mem_value(g, MemFiles(gem_key(node, dev)), "current") or 0
         assert current == 0, f"{what}: {current} bytes still charged"
         assert usage_us(g, dev) == ran * JOB_NS // 1000
         g.remove()
