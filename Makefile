@@ -12,7 +12,7 @@ VM := tools/vm.sh run
 PYTEST_VM := $(PY) -m pytest -p no:cacheprovider -ra --durations=12
 
 .PHONY: help demo test test-base test-sim test-7.3-rest test-host test-vm test-i915 test-kunit test-nogpu test-debug lint checkpatch bench \
-	bench-% bench-sim kernel check-drivers vm-shell vm-run patches setup venv clean bench-exporter mutation mutation-core
+	bench-% bench-sim bench-ablation kernel check-drivers vm-shell vm-run patches setup venv clean bench-exporter mutation mutation-core
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -118,6 +118,10 @@ bench-exporter: venv ## the exporter's scrape cost on a generated 2,000-containe
 bench-sim: setup ## the scheduling figures on virtual time (UML, time-travel), no VM, no root: bench/results/sim-7.3.json
 	tools/sim.sh build
 	$(PY) bench/sim.py
+
+bench-ablation: setup ## what each mechanism of the scheduling core buys, on virtual time: bench/results/ablation-7.3.json
+	tools/sim.sh build 7.3
+	$(PY) bench/ablation.py
 
 bench-%: kernel ## one benchmark: make bench-memory, bench-cli
 	$(VM) "$(PY) bench/run.py $*"

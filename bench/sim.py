@@ -43,8 +43,13 @@ configured, where a scenario measures it):
   4 and 256 slots: the 99th percentile of its jobs' wait for their start,
   in deep jobs; target 1 (upstream's: its entity at HIGH, the deep one's at
   NORMAL);
+- band_share_error_pts: a cgroup at 100 with a client at 100 (1 ms jobs 4
+  to 5 ms apart) and a deep one at 0, beside a deep cgroup at 0 of equal
+  weight: the distance of the deep client's part of the band-0 time from
+  50% (target 1);
 - convergence_ms: two deep clients, one cgroup's weight going 100 to 900
-  or 900 to 100, or its priority 0 to 100: from the change until every
+  or 900 to 100, its priority 0 to 100, or its client back after 400 ms
+  idle: from the change until every
   whole 100 ms after is within 2 points of the new share (the worst case;
   under 100 ms is the first whole 100 ms's); target 200;
 - property_inversions, property_idle_longest_ms, property_share_error_pts:
@@ -88,6 +93,7 @@ TARGETS = {
     "prio_wait_p99_jobs": 1.0,
     "jain_index_60_cgroups": 0.99,
     "convergence_ms": 200.0,
+    "band_share_error_pts": 1.0,
     "property_inversions": 0.0,
     "property_idle_longest_ms": 48.0,
     "property_share_error_pts": 1.0,
@@ -129,9 +135,11 @@ CHANGE = re.compile(r"^\s+drm_sched_cgroup_change: (?P<case>.*): within 2 points
 REJOIN = re.compile(r"^\s+drm_sched_scheduler_rejoin_test: Normal signaller: \d+ of \d+ rounds, "
                     r"\d+ us on average, (?P<worst>\d+) at worst$")
 # "    drm_sched_cgroup_weights: weights 1:9, one credit, no cgroup: series 100 ms: 50,50"
+BANDS = re.compile(r"^\s+drm_sched_cgroup_bands: .*P2 (?P<part>[\d.]+)% of band 0's time")
 PROPERTY = re.compile(r"^\s+drm_sched_cgroup_property: \d+ runs: (?P<inversions>\d+) inversions, "
                       r"longest idle with work queued (?P<idle>\d+) us, largest share error "
-                      r"(?P<error>[\d.]+) points")
+                      r"(?P<error>[\d.]+) points \(\d+ runs checked\), idle with work queued "
+                      r"(?P<total>\d+) ms in all")
 SERIES = re.compile(r"^\s+drm_sched_cgroup_(?P<scenario>\w+): (?P<case>.*?)(?P<plain>, no cgroup)?"
                     r": series (?P<ms>\d+) ms: (?P<values>\d+(?:,\d+)*)$")
 
@@ -158,33 +166,43 @@ class Figures:
     jain_upstream: list[float] = field(default_factory=list)
     change_ms: list[int] = field(default_factory=list)
     rejoin_worst_us: list[int] = field(default_factory=list)
-    property: list[tuple[int, int, float]] = field(default_factory=list)  # (inv, idle us, err)
+    bands: list[float] = field(default_factory=list)  # the deep client's part, %
+    # (inversions, longest idle us, share error, idle ms in all)
+    property: list[tuple[int, int, float, int]] = field(default_factory=list)
     series: list[tuple[str, str, bool, int, tuple[int, ...]]] = field(default_factory=list)
     wants: dict[tuple[str, str], int] = field(default_factory=dict)
 
-    def summary(self) -> dict[str, float]:
+    def summary(self, partial: bool = False) -> dict[str, float]:
+        """The figures: all of them, or SimError naming the scenarios that
+        printed none; with @partial, those of the scenarios that printed any
+        (a run with a mechanism switched off may fail some)."""
         missing = [n for n, v in (("weights", self.weights), ("shapes", self.shallow),
                                   ("think", self.think), ("inversion", self.inversion),
                                   ("loan", self.loan_median_us), ("prio_wait", self.prio_p99),
                                   ("tree", self.tree), ("jain", self.jain),
-                                  ("change", self.change_ms),
+                                  ("change", self.change_ms), ("bands", self.bands),
                                   ("property", self.property)) if not v]
-        if missing or "native" not in self.inversion:
+        if not partial and (missing or "native" not in self.inversion):
             raise SimError(f"no figures of {', '.join(missing) or 'native inversion'}")
-        out = {
-            "fairness_max_error_pts": max(float(max(abs(g - w) for g, w in self.weights)),
-                                          max(self.tree)),
-            "jain_index_60_cgroups": min(self.jain),
-            "prio_wait_p99_jobs": max(self.prio_p99),
-            "convergence_ms": float(max(self.change_ms)),
-            "multislot_shallow_error_pts": float(max(abs(g - w) for g, w in self.shallow)),
-            "think_share_error_pts": float(max(abs(g - w) for g, w in self.think)),
-            "inversion_control_ratio": round(min(self.inversion["native"]), 3),
-            "loan_wait_median_us": float(max(self.loan_median_us)),
-            "property_inversions": float(sum(p[0] for p in self.property)),
-            "property_idle_longest_ms": max(p[1] for p in self.property) / 1000,
-            "property_share_error_pts": max(p[2] for p in self.property),
+        weights = [float(abs(g - w)) for g, w in self.weights]
+        raw: dict[str, float | None] = {
+            "fairness_max_error_pts": _worst(weights + self.tree),
+            "jain_index_60_cgroups": _worst(self.jain, higher=True),
+            "prio_wait_p99_jobs": _worst(self.prio_p99),
+            "convergence_ms": _worst([float(v) for v in self.change_ms]),
+            "band_share_error_pts": _worst([round(abs(v - 50), 1) for v in self.bands]),
+            "multislot_shallow_error_pts": _worst([float(abs(g - w)) for g, w in self.shallow]),
+            "think_share_error_pts": _worst([float(abs(g - w)) for g, w in self.think]),
+            "inversion_control_ratio": (round(min(self.inversion["native"]), 3)
+                                        if self.inversion.get("native") else None),
+            "loan_wait_median_us": _worst([float(v) for v in self.loan_median_us]),
+            "property_inversions": (float(sum(p[0] for p in self.property))
+                                    if self.property else None),
+            "property_idle_longest_ms": _worst([p[1] / 1000 for p in self.property]),
+            "property_share_error_pts": _worst([p[2] for p in self.property]),
+            "property_idle_total_ms": _worst([float(p[3]) for p in self.property]),
         }
+        out = {k: v for k, v in raw.items() if v is not None}
         if self.weights_upstream or self.tree_upstream:
             out["fairness_max_error_pts_upstream"] = max(
                 [float(abs(g - w)) for g, w in self.weights_upstream] + self.tree_upstream)
@@ -198,6 +216,13 @@ class Figures:
             out["inversion_control_ratio_emulated_gap"] = round(
                 min(self.inversion["emulator's"]), 3)
         return out
+
+
+def _worst(values: list[float], higher: bool = False) -> float | None:
+    """The worst of @values (the least where @higher is better), or None."""
+    if not values:
+        return None
+    return min(values) if higher else max(values)
 
 
 def parse(lines: Iterable[str]) -> dict[str, Figures]:
@@ -239,8 +264,11 @@ def parse(lines: Iterable[str]) -> dict[str, Figures]:
         elif m := JAIN.match(line):
             (current.jain_upstream if m["plain"] else current.jain).append(
                 int(m["index"]) / 1000)
+        elif m := BANDS.match(line):
+            current.bands.append(float(m["part"]))
         elif m := PROPERTY.match(line):
-            current.property.append((int(m["inversions"]), int(m["idle"]), float(m["error"])))
+            current.property.append((int(m["inversions"]), int(m["idle"]), float(m["error"]),
+                                     int(m["total"])))
         elif m := REJOIN.match(line):
             current.rejoin_worst_us.append(int(m["worst"]))
         elif m := CHANGE.match(line):
@@ -249,14 +277,15 @@ def parse(lines: Iterable[str]) -> dict[str, Figures]:
     return found
 
 
-def result(found: dict[str, Figures]) -> dict[str, float]:
-    """The worse of the policies' figures, and each policy's."""
+def result(found: dict[str, Figures], partial: bool = False) -> dict[str, float]:
+    """The worse of the policies' figures, and each policy's (with
+    @partial, of the figures either printed)."""
     missing = [p for p in POLICIES if p not in found]
     if missing:
         raise SimError(f"no figures under {', '.join(missing)}")
-    per = {p: found[p].summary() for p in POLICIES}
+    per = {p: found[p].summary(partial) for p in POLICIES}
     out: dict[str, float] = {}
-    for key in per["fifo"]:
+    for key in dict.fromkeys(k for p in POLICIES for k in per[p]):
         if key.endswith("_upstream"):  # upstream's own, per policy
             for p in POLICIES:
                 if key in per[p]:
@@ -280,11 +309,11 @@ def series(found: dict[str, Figures]) -> tuple[list[Series], dict[tuple[str, str
 
 
 def run_sim() -> list[str]:
-    proc = subprocess.run([str(ROOT / "tools" / "sim.sh"), "run"], capture_output=True,
-                          text=True)
+    # its section headers go to stderr, the figures to stdout: both, in order
+    proc = subprocess.run([str(ROOT / "tools" / "sim.sh"), "run"], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
     sys.stdout.write(proc.stdout)
     if proc.returncode:
-        sys.stderr.write(proc.stderr)
         raise SimError(f"tools/sim.sh run failed (exit {proc.returncode})")
     return proc.stdout.splitlines()
 

@@ -339,6 +339,38 @@ static int __init gpucg_anticipate_setup(char *s)
 __setup("gpu_anticipate_us=", gpucg_anticipate_setup);
 
 /*
+ * The mechanisms a test may switch off, one bit each, to measure what each
+ * buys: gpu_sched_off= on the command line (tools/sim.sh, bench/ablation.py;
+ * the kernel README's ablation table), only in kernels built for KUnit.
+ */
+enum {
+	GPUCG_OFF_ESTIMATE	= BIT(0),	/* in-flight estimates charged */
+	GPUCG_OFF_WAIT		= BIT(1),	/* waiting for a shallow entity */
+	GPUCG_OFF_RING		= BIT(2),	/* keeping the ring shallow */
+	GPUCG_OFF_ABOVE		= BIT(3),	/* a higher band's own hold */
+	GPUCG_OFF_FITS		= BIT(4),	/* work that fits a wait runs */
+	GPUCG_OFF_LEND		= BIT(5),	/* priority inheritance */
+	GPUCG_OFF_LOAN_WAIT	= BIT(6),	/* awaiting a loan */
+	GPUCG_OFF_FLOOR		= BIT(7),	/* a returning entity's floor */
+	GPUCG_OFF_BANDS		= BIT(8),	/* a vtime kept per band */
+};
+
+static unsigned int gpucg_ablated;
+
+static bool gpucg_off(unsigned int mechanism)
+{
+	return IS_ENABLED(CONFIG_KUNIT) && (gpucg_ablated & mechanism);
+}
+
+#if IS_ENABLED(CONFIG_KUNIT)
+static int __init gpucg_off_setup(char *s)
+{
+	return !kstrtouint(s, 0, &gpucg_ablated);
+}
+__setup("gpu_sched_off=", gpucg_off_setup);
+#endif
+
+/*
  * A cgroup's place in one engine's tree. The first four fields are set at
  * creation; the others are under the engine's lock.
  */
@@ -827,7 +859,7 @@ static void gpucg_entity_place(struct gpucg_entity *e, int key, u64 now)
 		back = e->left_key;
 		e->left_key = e->key;
 		swap(e->vtime, e->left_vtime);
-		if (back != key) {
+		if (back != key || gpucg_off(GPUCG_OFF_BANDS)) {
 			e->left_ns = now;
 			e->vtime = floor;
 			return;
@@ -840,7 +872,8 @@ static void gpucg_entity_place(struct gpucg_entity *e, int key, u64 now)
 		e->vtime = floor;
 		e->left_key = GPUCG_KEY_NONE;
 		e->placed = true;
-	} else if (idled && found && vtime_before(e->vtime, floor)) {
+	} else if (idled && found && vtime_before(e->vtime, floor) &&
+		   !gpucg_off(GPUCG_OFF_FLOOR)) {
 		e->vtime = floor;
 	}
 }
@@ -1354,7 +1387,8 @@ bool gpucg_boost_link(struct gpucg_boost *b, struct gpucg_queue *waiter,
 	bool held;
 
 	gpucg_boost_unlink(b);
-	if (!waiter->engine || !engine || !engine->schedules || !holder->client)
+	if (!waiter->engine || !engine || !engine->schedules || !holder->client ||
+	    gpucg_off(GPUCG_OFF_LEND))
 		return false;
 	/* kernel work lends nothing (kernel queues never move) */
 	if (waiter->ent == &waiter->engine->kernel)
@@ -2516,6 +2550,8 @@ static u64 gpucg_hold(struct gpucg_engine *engine, struct gpucg_queue *q,
 
 	list_for_each_entry_safe(a, tmp, &engine->expected, expect_node) {
 		if (gpucg_awaits_loan(a)) {	/* ready */
+			if (gpucg_off(GPUCG_OFF_LOAN_WAIT))
+				continue;
 			if (gpucg_listed_over(a, now)) {
 				/* a late loan is still sampled */
 				gpucg_await_end(a);
@@ -2531,14 +2567,14 @@ static u64 gpucg_hold(struct gpucg_engine *engine, struct gpucg_queue *q,
 			gpucg_unexpect(a);
 			continue;
 		}
-		wait = gpucg_expect_ns(a);
+		wait = gpucg_off(GPUCG_OFF_WAIT) ? 0 : gpucg_expect_ns(a);
 		until = gpucg_since(a, now) + wait;
 		/* the waiter may be the one expected: never held for it */
 		if (gpucg_expect_key(a) <= lent ||
 		    !gpucg_expected_beats(a, e, gpucg_expect_key(a)))
 			continue;
 		if (wait && (s64)(until - now) > 0) {
-			if (!gpucg_fits(e, a, now))
+			if (gpucg_off(GPUCG_OFF_FITS) || !gpucg_fits(e, a, now))
 				hold = min(hold, until - now);
 			continue;
 		}
@@ -2549,8 +2585,12 @@ static u64 gpucg_hold(struct gpucg_engine *engine, struct gpucg_queue *q,
 		 * that the engine has the next job queued. A late one waited
 		 * for finds only the running job.
 		 */
-		above = gpucg_expect_key(a) > max(gpucg_own_key(e), lent);
-		if (above && !wait && gpucg_fits(e, a, now))
+		above = gpucg_expect_key(a) > max(gpucg_own_key(e), lent) &&
+			!gpucg_off(GPUCG_OFF_ABOVE);
+		if (!above && gpucg_off(GPUCG_OFF_RING))
+			continue;
+		if (above && !wait && !gpucg_off(GPUCG_OFF_FITS) &&
+		    gpucg_fits(e, a, now))
 			continue;
 		if (wait)
 			deep = engine->tickets;
@@ -2709,7 +2749,8 @@ void gpucg_queue_start(struct gpucg_queue *q, struct gpucg_ticket *t)
 		e->due_ns = q->engine->busy_until;
 		e->start_key = e->key;
 	}
-	gpucg_entity_account(ent, t->est_ns, false);
+	if (!gpucg_off(GPUCG_OFF_ESTIMATE))
+		gpucg_entity_account(ent, t->est_ns, false);
 	if (q->active) {
 		wait = now - q->ready_ns;
 		q->ready_ns = now;
@@ -2767,7 +2808,9 @@ void gpucg_charge(struct gpucg_engine *engine, struct gpucg_ticket *t, u64 ns)
 	spin_lock_irqsave(&engine->lock, flags);
 	now = gpucg_now();
 	/* a kernel job's entity is the top: nothing to account, or expect */
-	if (ns > t->est_ns)
+	if (gpucg_off(GPUCG_OFF_ESTIMATE))
+		gpucg_entity_account(ent, ns, false);
+	else if (ns > t->est_ns)
 		gpucg_entity_account(ent, ns - t->est_ns, false);
 	else
 		gpucg_entity_account(ent, t->est_ns - ns, true);

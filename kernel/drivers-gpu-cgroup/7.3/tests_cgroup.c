@@ -87,6 +87,8 @@ struct cg_client_params {
 	bool high;		/* DRM_SCHED_PRIORITY_HIGH, else NORMAL */
 	bool kernel;		/* the kernel's: no client, no cgroup */
 	unsigned int jitter_us;	/* interactive: up to that much more sleep */
+	unsigned int pause_at_ms;	/* with pause_ms: from its start */
+	unsigned int pause_ms;	/* idle that long once, its jobs all done */
 };
 
 /* A shallow client: one job queued at a time, thinking @think_us between */
@@ -123,6 +125,7 @@ struct cg_client {
 	struct cg_job_rec *log;	/* with max_log: each job, as it retires */
 	unsigned int nr_log, max_log;
 	unsigned int index;	/* its number in the log's records */
+	ktime_t resumed;	/* with params.pause_ms: when it came back */
 	bool stop;
 };
 
@@ -203,9 +206,21 @@ static void cg_client_work(struct kthread_work *work)
 	const long timeout = 10 * HZ;
 	struct drm_mock_sched_job *job;
 	unsigned int i = 0, slot, depth = max(client->params.depth, 1U);
+	bool paused = !client->params.pause_ms;
+	ktime_t begun;
 
 	msleep(client->params.start_ms);
+	begun = ktime_get();
 	while (!READ_ONCE(client->stop)) {
+		if (!paused && ktime_ms_delta(ktime_get(), begun) >= client->params.pause_at_ms) {
+			for (slot = 0; slot < depth; slot++)
+				if (ring[slot] &&
+				    drm_mock_sched_job_wait_finished(ring[slot], timeout))
+					cg_client_retire(client, slot);
+			msleep(client->params.pause_ms);
+			client->resumed = ktime_get();
+			paused = true;
+		}
 		slot = i++ % depth;
 		if (ring[slot]) {
 			if (!drm_mock_sched_job_wait_finished(ring[slot], timeout))
@@ -1678,12 +1693,14 @@ struct cg_change_case {
 	u32 weight;		/* the second cgroup's, from half-time on */
 	int prio;
 	unsigned int want;	/* its share then, percent */
+	unsigned int pause_ms;	/* instead: its client idles that long */
 };
 
 static const struct cg_change_case cg_change_cases[] = {
 	{ "weight 100 to 900", 900, 0, 90 },
 	{ "weight 900 to 100", 100, 0, 50 },
 	{ "priority 0 to 100", 100, 100, 100 },
+	{ "back after 400 ms idle", 100, 0, 50, 400 },
 };
 
 static void cg_change_desc(const struct cg_change_case *c, char *desc)
@@ -1701,6 +1718,9 @@ KUNIT_ARRAY_PARAM(cg_change, cg_change_cases, cg_change_desc);
  * cgroups at 100 (the second at 900 where it goes to 100), one slot, 2 ms
  * jobs; at 600 ms the second cgroup's weight or priority changes, and its
  * share in each whole 100 ms from then on is compared with its new due.
+ * Or the second client idles for 400 ms until about 600 ms (its jobs
+ * done), and from its return on must get its half, not the time it
+ * missed: an entity back from idling banks no credit.
  * The time to converge is from the change to the start of the first
  * 100 ms from which on every one is within 2 points (a job) of it: at
  * most 200 ms (what is under 100 ms is the first whole 100 ms's).
@@ -1723,7 +1743,10 @@ static void drm_sched_cgroup_change(struct kunit *test)
 
 	cg_virtual_time_only(test);
 	clients[0].group = cg_group(test, NULL, 100);
-	clients[1].group = cg_group(test, NULL, c->weight == 100 && !c->prio ? 900 : 100);
+	clients[1].group = cg_group(test, NULL, c->weight == 100 && !c->prio &&
+				    !c->pause_ms ? 900 : 100);
+	clients[1].params.pause_ms = c->pause_ms;
+	clients[1].params.pause_at_ms = CG_CHANGE_AT_MS - c->pause_ms;
 	series = kunit_kzalloc(test, CG_SERIES_LEN, GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, series);
 	cg_buckets(test, clients, 2, CG_CHANGE_RUN_MS);
@@ -1741,10 +1764,13 @@ static void drm_sched_cgroup_change(struct kunit *test)
 	msleep(CG_CHANGE_AT_MS);
 	/* a timer's jiffy later than asked, maybe: measured from when it is */
 	changed = ktime_get();
-	gpucg_kunit_cgroup_set(clients[1].group, c->weight, c->prio);
+	if (!c->pause_ms)
+		gpucg_kunit_cgroup_set(clients[1].group, c->weight, c->prio);
 	msleep(CG_CHANGE_RUN_MS - CG_CHANGE_AT_MS);
 	cg_clients_stop(test, clients, 2);
 	cg_teardown(test, entities, 2, &sched, 1);
+	if (c->pause_ms)
+		changed = clients[1].resumed;
 
 	/* the first whole bucket after the change */
 	changed_ms = ktime_ms_delta(changed, start);
@@ -1766,6 +1792,42 @@ static void drm_sched_cgroup_change(struct kunit *test)
 	kunit_info(test, "%s: series %u ms: %s\n", c->description, CG_BUCKET_MS,
 		   series);
 	KUNIT_EXPECT_LE(test, settled * CG_BUCKET_MS, changed_ms + 200);
+}
+
+/*
+ * A cgroup whose band flips: P at priority 100 holds a client at 100 that
+ * runs 1 ms jobs 4 to 5 ms apart (P1) and one at 0 that is deep (P2); Q
+ * at 0 beside it is deep; equal weights, 2 ms deep jobs, one slot. P's
+ * band is 100 while P1 is ready and 0 otherwise, and in band 0 P2 and Q
+ * share what P1 leaves by their weights: time P used at 100 delays none
+ * of its work at 0, and its flips back to 0 bank nothing either (a vtime
+ * kept per band). Printed as P2's part of the band-0 time, in tenths.
+ */
+static void drm_sched_cgroup_bands(struct kunit *test)
+{
+	struct cg_client clients[3] = {
+		{ .params = CG_SHALLOW(NULL, 1000, 4000) },
+		{ .params = { NULL, 2, 2000, 0 } },
+		{ .params = { NULL, 2, 2000, 0 } },
+	};
+	struct gpucg *p;
+	unsigned int part;
+	u64 band0;
+
+	cg_virtual_time_only(test);
+	clients[0].params.jitter_us = 1000;
+	p = cg_cgroup_new(test, NULL, 100, 100);
+	clients[0].group = cg_cgroup_new(test, p, 100, 100);
+	clients[1].group = cg_cgroup_new(test, p, 100, 0);
+	clients[2].group = cg_group(test, NULL, 100);
+	cg_run(test, clients, 3, 1);
+
+	band0 = clients[1].busy_us + clients[2].busy_us;
+	KUNIT_ASSERT_GT(test, band0, 0ULL);
+	part = div64_u64(clients[1].busy_us * 1000, band0);
+	kunit_info(test, "P1 %u%% of the engine; P2 %u.%u%% of band 0's time (want 50%%)\n",
+		   cg_share(clients, 3, 0, 1), part / 10, part % 10);
+	KUNIT_EXPECT_LE(test, abs_diff(part, 500U), 10U);
 }
 
 #define CG_PROP_MIXES		200
@@ -2191,6 +2253,7 @@ static struct kunit_case drm_sched_cgroup_tests[] = {
 			      { .speed = KUNIT_SPEED_SLOW }),
 	KUNIT_CASE_PARAM_ATTR(drm_sched_cgroup_change, cg_change_gen_params,
 			      { .speed = KUNIT_SPEED_SLOW }),
+	KUNIT_CASE_SLOW(drm_sched_cgroup_bands),
 	KUNIT_CASE_PARAM_ATTR(drm_sched_cgroup_property, cg_prop_gen_params,
 			      { .speed = KUNIT_SPEED_SLOW }),
 	{}
