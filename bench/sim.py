@@ -47,6 +47,11 @@ configured, where a scenario measures it):
   to 5 ms apart) and a deep one at 0, beside a deep cgroup at 0 of equal
   weight: the distance of the deep client's part of the band-0 time from
   50% (target 1);
+- hop_error_pts: a deep client whose owner moves every 200 ms between
+  cgroups at 100 and 900 that each hold a deep client: the largest
+  distance of its share from half its cgroup's (5%, 45%) over the second
+  100 ms of each stay (target 2; ``_fifo``, ``_fair``: upstream's policy
+  alone, which gives it a third);
 - convergence_ms: two deep clients, one cgroup's weight going 100 to 900
   or 900 to 100, its priority 0 to 100, or its client back after 400 ms
   idle: from the change until every
@@ -94,6 +99,7 @@ TARGETS = {
     "jain_index_60_cgroups": 0.99,
     "convergence_ms": 200.0,
     "band_share_error_pts": 1.0,
+    "hop_error_pts": 2.0,
     "property_inversions": 0.0,
     "property_idle_longest_ms": 48.0,
     "property_share_error_pts": 1.0,
@@ -135,6 +141,8 @@ CHANGE = re.compile(r"^\s+drm_sched_cgroup_change: (?P<case>.*): within 2 points
 REJOIN = re.compile(r"^\s+drm_sched_scheduler_rejoin_test: Normal signaller: \d+ of \d+ rounds, "
                     r"\d+ us on average, (?P<worst>\d+) at worst$")
 # "    drm_sched_cgroup_weights: weights 1:9, one credit, no cgroup: series 100 ms: 50,50"
+HOP = re.compile(r"^\s+drm_sched_cgroup_hop: .*?(?P<plain>, no cgroup)?: within (?P<error>\d+) "
+                 r"points of its due")
 BANDS = re.compile(r"^\s+drm_sched_cgroup_bands: .*P2 (?P<part>[\d.]+)% of band 0's time")
 PROPERTY = re.compile(r"^\s+drm_sched_cgroup_property: \d+ runs: (?P<inversions>\d+) inversions, "
                       r"longest idle with work queued (?P<idle>\d+) us, largest share error "
@@ -167,6 +175,8 @@ class Figures:
     change_ms: list[int] = field(default_factory=list)
     rejoin_worst_us: list[int] = field(default_factory=list)
     bands: list[float] = field(default_factory=list)  # the deep client's part, %
+    hop: list[float] = field(default_factory=list)
+    hop_upstream: list[float] = field(default_factory=list)
     # (inversions, longest idle us, share error, idle ms in all)
     property: list[tuple[int, int, float, int]] = field(default_factory=list)
     series: list[tuple[str, str, bool, int, tuple[int, ...]]] = field(default_factory=list)
@@ -181,6 +191,7 @@ class Figures:
                                   ("loan", self.loan_median_us), ("prio_wait", self.prio_p99),
                                   ("tree", self.tree), ("jain", self.jain),
                                   ("change", self.change_ms), ("bands", self.bands),
+                                  ("hop", self.hop),
                                   ("property", self.property)) if not v]
         if not partial and (missing or "native" not in self.inversion):
             raise SimError(f"no figures of {', '.join(missing) or 'native inversion'}")
@@ -191,6 +202,7 @@ class Figures:
             "prio_wait_p99_jobs": _worst(self.prio_p99),
             "convergence_ms": _worst([float(v) for v in self.change_ms]),
             "band_share_error_pts": _worst([round(abs(v - 50), 1) for v in self.bands]),
+            "hop_error_pts": _worst(self.hop),
             "multislot_shallow_error_pts": _worst([float(abs(g - w)) for g, w in self.shallow]),
             "think_share_error_pts": _worst([float(abs(g - w)) for g, w in self.think]),
             "inversion_control_ratio": (round(min(self.inversion["native"]), 3)
@@ -206,6 +218,8 @@ class Figures:
         if self.weights_upstream or self.tree_upstream:
             out["fairness_max_error_pts_upstream"] = max(
                 [float(abs(g - w)) for g, w in self.weights_upstream] + self.tree_upstream)
+        if self.hop_upstream:
+            out["hop_error_pts_upstream"] = max(self.hop_upstream)
         if self.jain_upstream:
             out["jain_index_60_cgroups_upstream"] = min(self.jain_upstream)
         if self.prio_p99_upstream:
@@ -264,6 +278,8 @@ def parse(lines: Iterable[str]) -> dict[str, Figures]:
         elif m := JAIN.match(line):
             (current.jain_upstream if m["plain"] else current.jain).append(
                 int(m["index"]) / 1000)
+        elif m := HOP.match(line):
+            (current.hop_upstream if m["plain"] else current.hop).append(float(m["error"]))
         elif m := BANDS.match(line):
             current.bands.append(float(m["part"]))
         elif m := PROPERTY.match(line):

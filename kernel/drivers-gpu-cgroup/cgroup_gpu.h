@@ -223,6 +223,7 @@ void gpucg_kunit_cgroup_free(struct gpucg *cg);
 void gpucg_kunit_cgroup_set(struct gpucg *cg, u32 weight, int prio);
 struct gpucg_client *gpucg_kunit_client(struct gpucg_device *dev,
 					struct gpucg *cg);
+void gpucg_kunit_client_move(struct gpucg_client *client, struct gpucg *cg);
 #endif
 
 #else /* CONFIG_CGROUP_GPU */

@@ -3079,6 +3079,31 @@ struct gpucg_client *gpucg_kunit_client(struct gpucg_device *dev,
 	return gpucg_client_new(dev, cg);
 }
 EXPORT_SYMBOL_IF_KUNIT(gpucg_kunit_client);
+
+/**
+ * gpucg_kunit_client_move() - move a client's owner to a KUnit cgroup
+ * @client: the client
+ * @cg: from gpucg_kunit_cgroup_new()
+ *
+ * As gpucg_client_set_owner() does when the owner moves: its queues
+ * follow when they next become active (drm_sched's entities at their next
+ * job's arm); tickets stay with the cgroup that started them.
+ *
+ * Context: process context, may sleep.
+ */
+void gpucg_kunit_client_move(struct gpucg_client *client, struct gpucg *cg)
+{
+	struct gpucg *old;
+
+	css_get(&cg->css);
+	mutex_lock(&client->lock);
+	old = rcu_dereference_protected(client->cg, lockdep_is_held(&client->lock));
+	gpucg_client_prepare(client, cg);
+	rcu_assign_pointer(client->cg, cg);
+	mutex_unlock(&client->lock);
+	css_put(&old->css);
+}
+EXPORT_SYMBOL_IF_KUNIT(gpucg_kunit_client_move);
 #endif
 
 #if IS_ENABLED(CONFIG_CGROUP_GPU_KUNIT_TEST)

@@ -920,15 +920,6 @@ static void gpucg_test_priority_inherits(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, gpucg_priority_effective(under), 800);
 }
 
-/* As gpucg_client_set_owner() does for a move of @client's owner to @cg */
-static void gst_move(struct gpucg_client *client, struct gpucg *cg)
-{
-	mutex_lock(&client->lock);
-	gpucg_client_prepare(client, cg);
-	rcu_assign_pointer(client->cg, cg);
-	mutex_unlock(&client->lock);
-}
-
 /* The entities of cgroups on @engine */
 static unsigned int gst_nr_entities(struct gpucg_engine *engine)
 {
@@ -966,7 +957,7 @@ static void gpucg_test_move_makes_entities_where_used(struct kunit *test)
 	for (i = 0; i < GST_OTHERS; i++)
 		others[i] = gpucg_engine_create(w->dev, true);
 	for (i = 0; i < GST_MOVES; i++)
-		gst_move(q->client, gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 0));
+		gpucg_kunit_client_move(q->client, gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 0));
 	for (i = 0; i < GST_OTHERS; i++) {
 		if (IS_ERR_OR_NULL(others[i]))
 			continue;

@@ -85,6 +85,9 @@ def test_the_property_runs_worst_figures() -> None:
     assert got["property_idle_longest_ms"] == 16.991
     assert got["property_share_error_pts"] == 0.9
     assert got["property_share_error_pts_over_fair"] == 0.6
+    # the hopping client, and upstream's alone beside it
+    assert got["hop_error_pts"] == 1.0
+    assert got["hop_error_pts_fifo"] == 29.0
 
 
 def test_a_missing_scenario_or_policy_is_an_error() -> None:

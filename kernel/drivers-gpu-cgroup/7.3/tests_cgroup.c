@@ -1830,6 +1830,89 @@ static void drm_sched_cgroup_bands(struct kunit *test)
 	KUNIT_EXPECT_LE(test, abs_diff(part, 500U), 10U);
 }
 
+#define CG_HOP_MS	200	/* a stay in one cgroup */
+#define CG_HOP_STAYS	8
+
+/*
+ * A client hopping between cgroups: A at 100 and B at 900 each hold a deep
+ * client, and a third deep client moves its owner from A to B and back
+ * every 200 ms (as gpucg_client_set_owner() does when a process moves);
+ * 2 ms jobs, one slot. Its entity follows at its next job, so from the
+ * second 100 ms of each stay on it gets half its cgroup's share: 5% in A,
+ * 45% in B (in the first it still runs the jobs it queued before the move
+ * in the cgroup it left). Printed: the largest distance from that over
+ * those 100 ms, and its series; beside it, upstream's policy alone, which
+ * knows no cgroup and gives it a third throughout.
+ */
+static void drm_sched_cgroup_hop(struct kunit *test)
+{
+	const unsigned int nr = CG_HOP_STAYS * CG_HOP_MS / CG_BUCKET_MS;
+	struct cg_client clients[3] = {
+		{ .params = { NULL, 2, 2000, 0 } },
+		{ .params = { NULL, 2, 2000, 0 } },
+		{ .params = { NULL, 2, 2000, 0 } },
+	};
+	struct cg_client plain[3];
+	struct drm_mock_sched_entity *entities[3];
+	struct drm_mock_scheduler *sched;
+	unsigned int i, b, share, worst = 0, worst_plain = 0, want;
+	struct gpucg_device *dev;
+	struct gpucg *groups[2];
+	ktime_t start;
+	char *series;
+
+	cg_virtual_time_only(test);
+	groups[0] = cg_group(test, NULL, 100);
+	groups[1] = cg_group(test, NULL, 900);
+	clients[0].group = groups[0];
+	clients[1].group = groups[1];
+	clients[2].group = groups[0];
+	memcpy(plain, clients, sizeof(plain));
+	series = kunit_kzalloc(test, CG_SERIES_LEN, GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, series);
+	cg_buckets(test, clients, 3, CG_HOP_STAYS * CG_HOP_MS);
+	cg_buckets(test, plain, 3, CG_HOP_STAYS * CG_HOP_MS);
+	/* upstream's policy alone: no cgroups to hop between */
+	cg_run_for(test, plain, 3, 1, true, CG_HOP_STAYS * CG_HOP_MS);
+
+	dev = cg_setup(test, &sched, 1, 1);
+	for (i = 0; i < 3; i++) {
+		cg_client_setup(test, &clients[i], dev, sched, i);
+		entities[i] = clients[i].entity;
+	}
+	start = ktime_get();
+	for (i = 0; i < 3; i++) {
+		clients[i].window_start = start;
+		clients[i].window_end = ktime_add_ms(start, CG_HOP_STAYS * CG_HOP_MS);
+		kthread_queue_work(clients[i].worker, &clients[i].work);
+	}
+	for (i = 1; i <= CG_HOP_STAYS; i++) {
+		msleep(CG_HOP_MS);
+		if (i < CG_HOP_STAYS)
+			gpucg_kunit_client_move(clients[2].gpucg, groups[i % 2]);
+	}
+	cg_clients_stop(test, clients, 3);
+	cg_teardown(test, entities, 3, &sched, 1);
+
+	/* the second bucket of each stay: in A (even stays) or in B */
+	for (b = 1; b < nr; b += CG_HOP_MS / CG_BUCKET_MS) {
+		want = (b * CG_BUCKET_MS / CG_HOP_MS) % 2 ? 45 : 5;
+		share = cg_bucket_share(clients, 3, 2, b);
+		worst = max(worst, abs_diff(share, want));
+		if (b < plain[2].nr_buckets)
+			worst_plain = max(worst_plain,
+					  abs_diff(cg_bucket_share(plain, 3, 2, b), want));
+	}
+	cg_series(clients, 3, 2, series, CG_SERIES_LEN);
+	kunit_info(test, "hopping every %u ms between 100 and 900: within %u points of its due (5%%, 45%%)\n",
+		   CG_HOP_MS, worst);
+	kunit_info(test, "hopping every %u ms between 100 and 900: series %u ms: %s\n",
+		   CG_HOP_MS, CG_BUCKET_MS, series);
+	kunit_info(test, "hopping every %u ms between 100 and 900, no cgroup: within %u points of its due (5%%, 45%%)\n",
+		   CG_HOP_MS, worst_plain);
+	KUNIT_EXPECT_LE(test, worst, 2U);
+}
+
 #define CG_PROP_MIXES		200
 #define CG_PROP_NODES		8
 #define CG_PROP_CLIENTS		6
@@ -2254,6 +2337,7 @@ static struct kunit_case drm_sched_cgroup_tests[] = {
 	KUNIT_CASE_PARAM_ATTR(drm_sched_cgroup_change, cg_change_gen_params,
 			      { .speed = KUNIT_SPEED_SLOW }),
 	KUNIT_CASE_SLOW(drm_sched_cgroup_bands),
+	KUNIT_CASE_SLOW(drm_sched_cgroup_hop),
 	KUNIT_CASE_PARAM_ATTR(drm_sched_cgroup_property, cg_prop_gen_params,
 			      { .speed = KUNIT_SPEED_SLOW }),
 	{}
