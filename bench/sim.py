@@ -52,6 +52,13 @@ configured, where a scenario measures it):
   distance of its share from half its cgroup's (5%, 45%) over the second
   100 ms of each stay (target 2; ``_fifo``, ``_fair``: upstream's policy
   alone, which gives it a third);
+- max_error_pts, max_uncapped_ratio, max_change_ms (gpu.max): a deep
+  client capped at 30% or 70% of every 100 ms alone, at 30% beside an
+  uncapped deep client, at 50% under a parent at 40%, with 7 ms jobs
+  (debt): the largest distance of its part of the engine's time from its
+  cap (target 1); the uncapped client's part over what the capped one
+  leaves (target 0.97); a cap raised from 30% to 70%: from the change
+  until every 100 ms after is within 2 points (target 200);
 - convergence_ms: two deep clients, one cgroup's weight going 100 to 900
   or 900 to 100, its priority 0 to 100, or its client back after 400 ms
   idle: from the change until every
@@ -89,7 +96,7 @@ from sim_plots import Series, plot
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICIES = ("fifo", "fair")
-HIGHER_IS_BETTER = ("inversion_", "jain_")
+HIGHER_IS_BETTER = ("inversion_", "jain_", "max_uncapped")
 TARGETS = {
     "fairness_max_error_pts": 1.0,
     "multislot_shallow_error_pts": 2.0,
@@ -100,6 +107,9 @@ TARGETS = {
     "convergence_ms": 200.0,
     "band_share_error_pts": 1.0,
     "hop_error_pts": 2.0,
+    "max_error_pts": 1.0,
+    "max_uncapped_ratio": 0.97,
+    "max_change_ms": 200.0,
     "property_inversions": 0.0,
     "property_idle_longest_ms": 48.0,
     "property_share_error_pts": 1.0,
@@ -141,6 +151,10 @@ CHANGE = re.compile(r"^\s+drm_sched_cgroup_change: (?P<case>.*): within 2 points
 REJOIN = re.compile(r"^\s+drm_sched_scheduler_rejoin_test: Normal signaller: \d+ of \d+ rounds, "
                     r"\d+ us on average, (?P<worst>\d+) at worst$")
 # "    drm_sched_cgroup_weights: weights 1:9, one credit, no cgroup: series 100 ms: 50,50"
+MAX = re.compile(r"^\s+drm_sched_cgroup_max: .*: (?P<got>[\d.]+)% of the engine \(cap "
+                 r"(?P<want>\d+)%\), the uncapped one (?P<other>[\d.]+)%")
+MAX_CHANGE = re.compile(r"^\s+drm_sched_cgroup_max: .*: within 2 points of \d+% (?P<ms>\d+) ms "
+                        r"after the change")
 HOP = re.compile(r"^\s+drm_sched_cgroup_hop: .*?(?P<plain>, no cgroup)?: within (?P<error>\d+) "
                  r"points of its due")
 BANDS = re.compile(r"^\s+drm_sched_cgroup_bands: .*P2 (?P<part>[\d.]+)% of band 0's time")
@@ -176,6 +190,8 @@ class Figures:
     rejoin_worst_us: list[int] = field(default_factory=list)
     bands: list[float] = field(default_factory=list)  # the deep client's part, %
     hop: list[float] = field(default_factory=list)
+    caps: list[tuple[float, float, float]] = field(default_factory=list)  # got, want, other
+    cap_change_ms: list[int] = field(default_factory=list)
     hop_upstream: list[float] = field(default_factory=list)
     # (inversions, longest idle us, share error, idle ms in all)
     property: list[tuple[int, int, float, int]] = field(default_factory=list)
@@ -191,7 +207,7 @@ class Figures:
                                   ("loan", self.loan_median_us), ("prio_wait", self.prio_p99),
                                   ("tree", self.tree), ("jain", self.jain),
                                   ("change", self.change_ms), ("bands", self.bands),
-                                  ("hop", self.hop),
+                                  ("hop", self.hop), ("max", self.caps),
                                   ("property", self.property)) if not v]
         if not partial and (missing or "native" not in self.inversion):
             raise SimError(f"no figures of {', '.join(missing) or 'native inversion'}")
@@ -203,6 +219,10 @@ class Figures:
             "convergence_ms": _worst([float(v) for v in self.change_ms]),
             "band_share_error_pts": _worst([round(abs(v - 50), 1) for v in self.bands]),
             "hop_error_pts": _worst(self.hop),
+            "max_error_pts": _worst([round(abs(g - w), 1) for g, w, _ in self.caps]),
+            "max_uncapped_ratio": _worst([round(o / (100 - g), 3) for g, _, o in self.caps
+                                          if o > 0], higher=True),
+            "max_change_ms": _worst([float(v) for v in self.cap_change_ms]),
             "multislot_shallow_error_pts": _worst([float(abs(g - w)) for g, w in self.shallow]),
             "think_share_error_pts": _worst([float(abs(g - w)) for g, w in self.think]),
             "inversion_control_ratio": (round(min(self.inversion["native"]), 3)
@@ -278,6 +298,10 @@ def parse(lines: Iterable[str]) -> dict[str, Figures]:
         elif m := JAIN.match(line):
             (current.jain_upstream if m["plain"] else current.jain).append(
                 int(m["index"]) / 1000)
+        elif m := MAX.match(line):
+            current.caps.append((float(m["got"]), float(m["want"]), float(m["other"])))
+        elif m := MAX_CHANGE.match(line):
+            current.cap_change_ms.append(int(m["ms"]))
         elif m := HOP.match(line):
             (current.hop_upstream if m["plain"] else current.hop).append(float(m["error"]))
         elif m := BANDS.match(line):

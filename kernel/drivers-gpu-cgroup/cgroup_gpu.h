@@ -182,6 +182,7 @@ struct gpucg_engine *__gpucg_engine_create(struct gpucg_device *dev,
 					   void *priv,
 					   struct lock_class_key *key);
 void gpucg_engine_destroy(struct gpucg_engine *engine);
+void gpucg_engine_enforce_max(struct gpucg_engine *engine);
 struct gpucg_queue *gpucg_client_group(struct gpucg_engine *engine,
 				       struct gpucg_client *client);
 void gpucg_client_group_prepare(struct gpucg_engine *engine,
@@ -221,6 +222,7 @@ struct gpucg *gpucg_kunit_cgroup_new(struct gpucg *parent, u32 weight,
 				     int prio);
 void gpucg_kunit_cgroup_free(struct gpucg *cg);
 void gpucg_kunit_cgroup_set(struct gpucg *cg, u32 weight, int prio);
+void gpucg_kunit_cgroup_set_max(struct gpucg *cg, u32 max_us, u32 period_us);
 struct gpucg_client *gpucg_kunit_client(struct gpucg_device *dev,
 					struct gpucg *cg);
 void gpucg_kunit_client_move(struct gpucg_client *client, struct gpucg *cg);
@@ -314,6 +316,10 @@ static inline void gpucg_group_put(struct gpucg_queue *q)
 }
 
 static inline void gpucg_engine_destroy(struct gpucg_engine *engine)
+{
+}
+
+static inline void gpucg_engine_enforce_max(struct gpucg_engine *engine)
 {
 }
 

@@ -501,6 +501,130 @@ static ssize_t gpu_weight_write(struct kernfs_open_file *of, char *buf,
 	return ret ?: nbytes;
 }
 
+/* "MAX [PERIOD]" into @cap: MAX "max" or microseconds, PERIOD kept if not given */
+static int gpucg_parse_cap(char **words, int n, struct gpucg_cap *cap)
+{
+	u32 max = 0, period = cap->period_us ?: GPUCG_PERIOD_DFL_US;
+	int ret;
+
+	if (n < 1 || n > 2)
+		return -EINVAL;
+	if (strcmp(words[0], "max")) {
+		ret = kstrtou32(words[0], 10, &max);
+		if (ret)
+			return ret;
+		if (max < GPUCG_MAX_MIN_US)
+			return -ERANGE;
+	}
+	if (n == 2) {
+		ret = kstrtou32(words[1], 10, &period);
+		if (ret)
+			return ret;
+		if (period < GPUCG_PERIOD_MIN_US || period > GPUCG_PERIOD_MAX_US)
+			return -ERANGE;
+	}
+	/* per engine: more than the period would be no cap */
+	if (max > period)
+		return -ERANGE;
+	cap->max_us = max;
+	cap->period_us = period;
+	return 0;
+}
+
+static void gpucg_show_cap(struct seq_file *sf, struct gpucg_cap cap)
+{
+	if (cap.max_us)
+		seq_printf(sf, " %u", cap.max_us);
+	else
+		seq_puts(sf, " max");
+	seq_printf(sf, " %u\n", cap.period_us ?: GPUCG_PERIOD_DFL_US);
+}
+
+static int gpu_max_show(struct seq_file *sf, void *v)
+{
+	struct gpucg *cg = css_gpucg(seq_css(sf));
+	struct gpucg_pool *pool;
+	unsigned long id;
+
+	mutex_lock(&gpucg_mutex);
+	seq_puts(sf, GPUCG_DEFAULT_STR);
+	gpucg_show_cap(sf, cg->cap);
+	xa_for_each(&cg->pools, id, pool) {
+		if (!pool->cap_set || pool->dev->dead)
+			continue;
+		seq_printf(sf, "%u:%u", MAJOR(pool->dev->devt), MINOR(pool->dev->devt));
+		gpucg_show_cap(sf, pool->cap);
+	}
+	mutex_unlock(&gpucg_mutex);
+	return 0;
+}
+
+/*
+ * "MAX [PERIOD]", "default MAX [PERIOD]", "MAJ:MIN MAX [PERIOD]" or
+ * "MAJ:MIN default" (the device follows the default line again)
+ */
+static ssize_t gpu_max_write(struct kernfs_open_file *of, char *buf,
+			     size_t nbytes, loff_t off)
+{
+	struct gpucg *cg = css_gpucg(of_css(of));
+	struct gpucg_device *dev;
+	struct gpucg_pool *pool;
+	struct gpucg_cap cap;
+	char *words[3];
+	bool keyed;
+	dev_t devt;
+	int n, ret;
+
+	n = gpucg_split(buf, words, 3);
+	if (n <= 0)
+		return -EINVAL;
+	keyed = !strcmp(words[0], GPUCG_DEFAULT_STR) || strchr(words[0], ':');
+	if (!keyed || !strcmp(words[0], GPUCG_DEFAULT_STR)) {
+		mutex_lock(&gpucg_mutex);
+		cap = cg->cap;
+		ret = gpucg_parse_cap(words + keyed, n - keyed, &cap);
+		if (!ret) {
+			WRITE_ONCE(cg->cap.max_us, cap.max_us);
+			WRITE_ONCE(cg->cap.period_us, cap.period_us);
+		}
+		mutex_unlock(&gpucg_mutex);
+		if (!ret)
+			gpucg_sched_recap(cg);
+		return ret ?: nbytes;
+	}
+
+	ret = gpucg_parse_devt(words[0], &devt);
+	if (ret)
+		return ret;
+	mutex_lock(&gpucg_mutex);
+	dev = gpucg_device_find(devt);
+	pool = dev ? xa_load(&cg->pools, dev->id) : NULL;
+	cap = pool && pool->cap_set ? pool->cap : cg->cap;
+	if (!dev) {
+		ret = -EINVAL;
+	} else if (n == 2 && !strcmp(words[1], GPUCG_DEFAULT_STR)) {
+		if (pool)
+			WRITE_ONCE(pool->cap_set, false);
+	} else {
+		ret = gpucg_parse_cap(words + 1, n - 1, &cap);
+		/* no engine of it can hold work back */
+		if (!ret && !gpucg_device_caps(dev))
+			ret = -EOPNOTSUPP;
+		pool = ret ? NULL : gpucg_pool_get(cg, dev);
+		if (IS_ERR(pool)) {
+			ret = PTR_ERR(pool);
+		} else if (pool) {
+			WRITE_ONCE(pool->cap.max_us, cap.max_us);
+			WRITE_ONCE(pool->cap.period_us, cap.period_us);
+			WRITE_ONCE(pool->cap_set, true);
+		}
+	}
+	mutex_unlock(&gpucg_mutex);
+	if (!ret)
+		gpucg_sched_recap(cg);
+	return ret ?: nbytes;
+}
+
 static int gpu_priority_show(struct seq_file *sf, void *v)
 {
 	int prio = READ_ONCE(css_gpucg(seq_css(sf))->priority);
@@ -576,10 +700,14 @@ static void gpu_stat_show_pool(struct seq_file *sf, struct gpucg_device *dev,
 {
 	u64 usage = pool ? atomic64_read(&pool->usage_ns) : 0;
 	u64 wait = pool ? atomic64_read(&pool->wait_ns) : 0;
+	u64 periods = pool ? atomic64_read(&pool->nr_periods) : 0;
+	u64 throttled = pool ? atomic64_read(&pool->nr_throttled) : 0;
+	u64 throttled_ns = pool ? atomic64_read(&pool->throttled_ns) : 0;
 
-	seq_printf(sf, "usage_usec=%llu wait_usec=%llu sched=%d\n",
+	seq_printf(sf, "usage_usec=%llu wait_usec=%llu sched=%d nr_periods=%llu nr_throttled=%llu throttled_usec=%llu\n",
 		   div_u64(usage, NSEC_PER_USEC), div_u64(wait, NSEC_PER_USEC),
-		   gpucg_device_schedules(dev));
+		   gpucg_device_schedules(dev), periods, throttled,
+		   div_u64(throttled_ns, NSEC_PER_USEC));
 }
 
 static int gpu_stat_show(struct seq_file *sf, void *v)
@@ -593,6 +721,12 @@ static struct cftype gpucg_files[] = {
 		.flags = CFTYPE_NOT_ON_ROOT,
 		.seq_show = gpu_weight_show,
 		.write = gpu_weight_write,
+	},
+	{
+		.name = "max",
+		.flags = CFTYPE_NOT_ON_ROOT,
+		.seq_show = gpu_max_show,
+		.write = gpu_max_write,
 	},
 	{
 		.name = "priority",

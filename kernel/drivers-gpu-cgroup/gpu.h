@@ -34,6 +34,22 @@
 #define GPUCG_PRIO_DFL		0		/* of a top-level cgroup */
 #define GPUCG_PRIO_UNSET	INT_MIN		/* gpu.priority "default" */
 
+/*
+ * gpu.max: at most MAX of every PERIOD of each engine, in microseconds,
+ * with cpu.max's bounds; a MAX of 0 stands for "max" (no cap), a PERIOD of
+ * 0 for the default.
+ */
+#define GPUCG_PERIOD_DFL_US	100000
+#define GPUCG_PERIOD_MIN_US	1000
+#define GPUCG_PERIOD_MAX_US	1000000
+#define GPUCG_MAX_MIN_US	1000
+
+/* A cap as written: max_us 0 for none */
+struct gpucg_cap {
+	u32			max_us;
+	u32			period_us;
+};
+
 struct gpucg_device;
 struct gpucg_entity;
 
@@ -51,6 +67,11 @@ struct gpucg_pool {
 	atomic64_t		usage_ns;	/* GPU time, hierarchical */
 	atomic64_t		wait_ns;	/* ready, not running */
 	u32			weight;		/* 0: the cgroup's default */
+	struct gpucg_cap	cap;		/* gpu.max's line, if cap_set */
+	bool			cap_set;
+	atomic64_t		nr_periods;	/* gpu.stat, summed over engines */
+	atomic64_t		nr_throttled;
+	atomic64_t		throttled_ns;
 #ifdef CONFIG_CGROUP_GPU_MEMORY
 	u64			mem_max;	/* bytes as written, U64_MAX: max */
 	struct page_counter	mem;		/* parent: the parent's, or root */
@@ -77,6 +98,7 @@ struct gpucg {
 	struct cgroup_subsys_state	css;
 	u32				weight;		/* default weight */
 	int				priority;	/* or GPUCG_PRIO_UNSET */
+	struct gpucg_cap		cap;		/* default gpu.max */
 	struct xarray			pools;		/* device id -> pool */
 #ifdef CONFIG_CGROUP_GPU_MEMORY
 	struct cgroup_file		events_file;
@@ -129,6 +151,8 @@ static inline unsigned long gpucg_mem_pages(struct gpucg_pool *pool)
 /* gpu_sched.c */
 void gpucg_sched_pool_free(struct gpucg_pool *pool);
 void gpucg_sched_rekey(struct gpucg *cg);
+void gpucg_sched_recap(struct gpucg *cg);
 bool gpucg_device_schedules(struct gpucg_device *dev);
+bool gpucg_device_caps(struct gpucg_device *dev);
 
 #endif /* _KERNEL_CGROUP_GPU_H */

@@ -412,6 +412,12 @@ struct gpucg_entity {
 	bool			active;
 	bool			placed;		/* has been active once */
 	struct gpucg_queue	*group;		/* its run queue, grouped engines */
+	u64			cap_used;	/* GPU time in this period (gpu.max) */
+	u64			cap_start;	/* this period's start; 0: none yet */
+	u64			cap_until;	/* throttled until then */
+	u64			throttled_at;
+	struct rb_node		cap_node;	/* in engine->throttled */
+	bool			throttled;
 };
 
 struct gpucg_engine {
@@ -434,6 +440,8 @@ struct gpucg_engine {
 	unsigned long		boost_seen;	/* boost_starts at the last expiry */
 	bool			dying;		/* takes no more links, boost lock */
 	bool			schedules;	/* its scheduler follows the policy */
+	bool			caps;		/* its driver holds work back (gpu.max) */
+	struct rb_root_cached	throttled;	/* entities over their cap, by cap_until */
 	const struct gpucg_group_ops *group_ops; /* NULL: not grouped */
 	void			*group_priv;
 };
@@ -801,6 +809,9 @@ static int gpucg_entity_key(struct gpucg_entity *e)
 	int key = RB_EMPTY_ROOT(&e->queues.rb_root) ? GPUCG_KEY_NONE :
 		  gpucg_own_key(e);
 
+	/* over its cap (gpu.max): out of its parent's tree until released */
+	if (e->throttled)
+		return GPUCG_KEY_NONE;
 	return child ? max(key, child->key) : key;
 }
 
@@ -921,6 +932,179 @@ static void gpucg_entity_update(struct gpucg_entity *e, u64 now)
 		e->active = true;
 		rb_add_cached(&e->node, &e->parent->children, gpucg_entity_less);
 	}
+}
+
+/*
+ * Caps (gpu.max). A cgroup with a cap may use at most MAX of every PERIOD
+ * of each engine whose driver holds work back when the core says so
+ * (gpucg_engine_enforce_max()): its entity there counts the GPU time its
+ * subtree's jobs take in the current period (the estimate when a job
+ * starts, corrected when it is charged), and once that reaches MAX leaves
+ * its parent's tree, as an idle one does, until the period in which the
+ * time over is paid: a job that overran its budget (an engine that cannot
+ * preempt) is carried as debt, so the long-run share is the cap. Caps nest:
+ * an entity runs only while no entity on its path is throttled. Within
+ * what the caps leave, weights and priority order as ever; not work
+ * conserving, by design. A job lent a higher priority does not run through
+ * its cgroup's throttle: its waiter waits, at most until the period ends
+ * (a loan cannot make a cap a lie). The engine releases entities whose
+ * period came at its picks, at most GPUCG_CAP_BATCH a pick, and a pick
+ * that finds nothing to run asks again when the next one is due.
+ */
+
+/* Throttled entities a pick releases at most, with interrupts off */
+#define GPUCG_CAP_BATCH		16
+
+/* @e's cap on its engine, in ns; false if it has none (or no effect) */
+static bool gpucg_cap_of(struct gpucg_entity *e, u64 *max, u64 *period)
+{
+	struct gpucg_pool *pool = e->pool;
+	u32 max_us, period_us;
+
+	if (!pool || !e->engine->caps)	/* the top, root's, kernel's */
+		return false;
+	if (READ_ONCE(pool->cap_set)) {
+		max_us = READ_ONCE(pool->cap.max_us);
+		period_us = READ_ONCE(pool->cap.period_us);
+	} else {
+		max_us = READ_ONCE(pool->cg->cap.max_us);
+		period_us = READ_ONCE(pool->cg->cap.period_us);
+	}
+	if (!max_us)
+		return false;
+	*max = (u64)max_us * NSEC_PER_USEC;
+	*period = (u64)(period_us ?: GPUCG_PERIOD_DFL_US) * NSEC_PER_USEC;
+	return true;
+}
+
+/* Moves @e on to the period @now is in, paying MAX of debt per period. */
+static void gpucg_cap_refresh(struct gpucg_entity *e, u64 max, u64 period,
+			      u64 now)
+{
+	u64 n;
+
+	if (!e->cap_start) {
+		e->cap_start = now;
+		return;
+	}
+	if (now - e->cap_start < period)
+		return;
+	n = div64_u64(now - e->cap_start, period);
+	e->cap_start += n * period;
+	e->cap_used = e->cap_used > n * max ? e->cap_used - n * max : 0;
+	if (e->active || e->throttled)
+		atomic64_add(n, &e->pool->nr_periods);
+}
+
+static bool gpucg_cap_less(struct rb_node *a, const struct rb_node *b)
+{
+	return (s64)(rb_entry(a, struct gpucg_entity, cap_node)->cap_until -
+		     rb_entry(b, struct gpucg_entity, cap_node)->cap_until) < 0;
+}
+
+/* Releases @e, throttled. */
+static void gpucg_cap_release(struct gpucg_entity *e, u64 now)
+{
+	e->throttled = false;
+	rb_erase_cached(&e->cap_node, &e->engine->throttled);
+	atomic64_add(now - e->throttled_at, &e->pool->throttled_ns);
+}
+
+/*
+ * Throttles or releases @e by its use of this period, and re-sorts it if
+ * that changed; a throttled one is due back in the period in which its
+ * time over MAX is paid.
+ */
+static void gpucg_cap_check(struct gpucg_entity *e, u64 max, u64 period,
+			    u64 now)
+{
+	bool over = e->cap_used >= max;
+
+	if (over && e->throttled)
+		rb_erase_cached(&e->cap_node, &e->engine->throttled);
+	else if (over)
+		atomic64_inc(&e->pool->nr_throttled);
+	else if (e->throttled)
+		gpucg_cap_release(e, now);
+	else
+		return;
+	if (over) {
+		if (!e->throttled)
+			e->throttled_at = now;
+		e->throttled = true;
+		e->cap_until = e->cap_start + div64_u64(e->cap_used, max) * period;
+		rb_add_cached(&e->cap_node, &e->engine->throttled, gpucg_cap_less);
+	}
+	gpucg_entity_update(e, now);
+}
+
+/*
+ * Counts @ns of GPU time (taken back with @sub: an estimate corrected)
+ * against every cap on @ent's path, throttling or releasing each entity
+ * by its use. O(depth); engine lock held.
+ */
+static void gpucg_cap_account(struct gpucg_entity *ent, u64 ns, bool sub,
+			      u64 now)
+{
+	struct gpucg_entity *e;
+	u64 max, period;
+
+	for (e = ent; e->parent; e = e->parent) {
+		if (!gpucg_cap_of(e, &max, &period))
+			continue;
+		gpucg_cap_refresh(e, max, period, now);
+		e->cap_used = sub ? e->cap_used - min(ns, e->cap_used) :
+			      e->cap_used + ns;
+		gpucg_cap_check(e, max, period, now);
+	}
+}
+
+/*
+ * Looks again at @e after a write of gpu.max: a cap gone, raised or
+ * lowered acts now. Engine lock held.
+ */
+static void gpucg_cap_recheck(struct gpucg_entity *e, u64 now)
+{
+	u64 max, period;
+
+	if (gpucg_cap_of(e, &max, &period)) {
+		gpucg_cap_refresh(e, max, period, now);
+		gpucg_cap_check(e, max, period, now);
+	} else if (e->throttled) {
+		gpucg_cap_release(e, now);
+		gpucg_entity_update(e, now);
+	}
+}
+
+/*
+ * Releases the throttled entities whose period came, at most
+ * GPUCG_EXPIRE_BATCH. Return: when to look again, in ns from @now (0:
+ * none is throttled).
+ */
+static u64 gpucg_cap_expire(struct gpucg_engine *engine, u64 now)
+{
+	struct gpucg_entity *e;
+	struct rb_node *node;
+	int batch = GPUCG_CAP_BATCH;
+
+	while ((node = rb_first_cached(&engine->throttled))) {
+		e = rb_entry(node, struct gpucg_entity, cap_node);
+		if ((s64)(e->cap_until - now) > 0)
+			return e->cap_until - now;
+		if (!batch--)
+			return GPUCG_RETRY_MIN_NS;	/* the rest at the next pick */
+		gpucg_cap_recheck(e, now);
+	}
+	return 0;
+}
+
+/* Whether @e or an entity above it is throttled */
+static bool gpucg_cap_held(struct gpucg_entity *e)
+{
+	for (; e->parent; e = e->parent)
+		if (e->throttled)
+			return true;
+	return false;
 }
 
 /*
@@ -1589,6 +1773,7 @@ struct gpucg_engine *__gpucg_engine_create(struct gpucg_device *dev,
 	INIT_LIST_HEAD(&engine->ents);
 	INIT_LIST_HEAD(&engine->expected);
 	INIT_LIST_HEAD(&engine->boosts);
+	engine->throttled = RB_ROOT_CACHED;
 	gpucg_entity_init(&engine->top, engine, NULL, NULL);
 	gpucg_entity_init(&engine->root, engine, &engine->top, NULL);
 	gpucg_entity_init(&engine->kernel, engine, &engine->top, NULL);
@@ -1635,6 +1820,15 @@ void gpucg_engine_destroy(struct gpucg_engine *engine)
 		return;
 	mutex_lock(&gpucg_mutex);
 	gpucg_boost_drop_engine(engine);
+	spin_lock_irqsave(&engine->lock, flags);
+	/* throttled entities' queues are out of the tree: back in */
+	while (!RB_EMPTY_ROOT(&engine->throttled.rb_root)) {
+		ent = rb_entry(rb_first_cached(&engine->throttled),
+			       struct gpucg_entity, cap_node);
+		gpucg_cap_release(ent, gpucg_now());
+		gpucg_entity_update(ent, gpucg_now());
+	}
+	spin_unlock_irqrestore(&engine->lock, flags);
 	if (engine->group_ops) {
 		spin_lock_irqsave(&engine->lock, flags);
 		while ((q = gpucg_next(engine)))
@@ -1673,6 +1867,8 @@ void gpucg_sched_pool_free(struct gpucg_pool *pool)
 	xa_for_each(&pool->ents, id, ent) {
 		spin_lock_irqsave(&ent->engine->lock, flags);
 		gpucg_unexpect(ent);
+		if (ent->throttled)
+			gpucg_cap_release(ent, gpucg_now());
 		spin_unlock_irqrestore(&ent->engine->lock, flags);
 		WARN_ON_ONCE(ent->active || ent->inflight ||
 			     !list_empty(&ent->boosts_out) ||
@@ -1684,6 +1880,64 @@ void gpucg_sched_pool_free(struct gpucg_pool *pool)
 		kfree(ent);
 	}
 	xa_destroy(&pool->ents);
+}
+
+/**
+ * gpucg_engine_enforce_max() - gpu.max acts on an engine
+ * @engine: the engine; NULL is ignored
+ *
+ * For a driver that picks with gpucg_queue_pick() and starts nothing the
+ * pick does not return, asking again when it says (drm_sched's glue): a
+ * throttled cgroup's work is then held until its next period. Without it,
+ * a write of gpu.max for the engine's device fails with EOPNOTSUPP (unless
+ * another engine of the device enforces it), and the engine ignores caps.
+ *
+ * Context: process context, before the engine's first pick.
+ */
+void gpucg_engine_enforce_max(struct gpucg_engine *engine)
+{
+	if (!IS_ERR_OR_NULL(engine))
+		engine->caps = true;
+}
+EXPORT_SYMBOL_GPL(gpucg_engine_enforce_max);
+
+/* Whether an engine of @dev enforces gpu.max. gpucg_mutex held. */
+bool gpucg_device_caps(struct gpucg_device *dev)
+{
+	struct gpucg_engine *engine;
+
+	lockdep_assert_held(&gpucg_mutex);
+	list_for_each_entry(engine, &dev->engines, dev_node)
+		if (engine->caps)
+			return true;
+	return false;
+}
+
+/**
+ * gpucg_sched_recap() - a write of @cg's gpu.max acts now
+ * @cg: the cgroup
+ *
+ * Each of @cg's entities is throttled or released by its new cap at
+ * once; an engine left idle picks again by the time it was told before
+ * (at most the old period).
+ *
+ * Context: process context; takes gpucg_mutex.
+ */
+void gpucg_sched_recap(struct gpucg *cg)
+{
+	struct gpucg_entity *ent;
+	struct gpucg_pool *pool;
+	unsigned long id, eid, flags;
+
+	mutex_lock(&gpucg_mutex);
+	xa_for_each(&cg->pools, id, pool) {
+		xa_for_each(&pool->ents, eid, ent) {
+			spin_lock_irqsave(&ent->engine->lock, flags);
+			gpucg_cap_recheck(ent, gpucg_now());
+			spin_unlock_irqrestore(&ent->engine->lock, flags);
+		}
+	}
+	mutex_unlock(&gpucg_mutex);
 }
 
 bool gpucg_device_schedules(struct gpucg_device *dev)
@@ -2549,6 +2803,9 @@ static u64 gpucg_hold(struct gpucg_engine *engine, struct gpucg_queue *q,
 	bool deep, above;
 
 	list_for_each_entry_safe(a, tmp, &engine->expected, expect_node) {
+		/* over its cap, it cannot run when back: nothing waits for it */
+		if (gpucg_cap_held(a))
+			continue;
 		if (gpucg_awaits_loan(a)) {	/* ready */
 			if (gpucg_off(GPUCG_OFF_LOAN_WAIT))
 				continue;
@@ -2616,7 +2873,8 @@ static u64 gpucg_hold(struct gpucg_engine *engine, struct gpucg_queue *q,
  *	  turn); must not sleep
  * @arg: passed to @take
  * @retry_ns: set to the time after which to pick again if the engine is
- *	      held for an entity it expects back, else 0
+ *	      held for an entity it expects back, or if nothing may run
+ *	      before a throttled cgroup's next period (gpu.max), else 0
  *
  * The queue stays active; call gpucg_queue_start() when its job goes to the
  * hardware and gpucg_queue_sync() when it may have become empty. Links of
@@ -2634,12 +2892,13 @@ gpucg_queue_pick(struct gpucg_engine *engine,
 {
 	struct gpucg_queue *q;
 	unsigned long flags;
-	u64 now, hold;
+	u64 now, hold, capped;
 
 	*retry_ns = 0;
 	gpucg_boost_expire(engine);
 	spin_lock_irqsave(&engine->lock, flags);
 	now = gpucg_now();
+	capped = gpucg_cap_expire(engine, now);
 	while ((q = gpucg_next(engine))) {
 		hold = gpucg_hold(engine, q, now);
 		if (hold) {
@@ -2660,6 +2919,9 @@ gpucg_queue_pick(struct gpucg_engine *engine,
 		}
 	}
 out:
+	/* nothing to run: again when the next throttled entity is due */
+	if (!q && capped && (!*retry_ns || capped < *retry_ns))
+		*retry_ns = max(capped, GPUCG_RETRY_MIN_NS);
 	spin_unlock_irqrestore(&engine->lock, flags);
 	return q;
 }
@@ -2762,6 +3024,7 @@ void gpucg_queue_start(struct gpucg_queue *q, struct gpucg_ticket *t)
 	ent->self_vtime += t->est_ns;
 	if (q->active)
 		gpucg_queue_requeue(q, ent, now);
+	gpucg_cap_account(ent, t->est_ns, false, now);
 	spin_unlock_irqrestore(&q->engine->lock, flags);
 
 	for (pool = ent->pool; pool && wait; pool = pool->parent)
@@ -2814,6 +3077,10 @@ void gpucg_charge(struct gpucg_engine *engine, struct gpucg_ticket *t, u64 ns)
 		gpucg_entity_account(ent, ns - t->est_ns, false);
 	else
 		gpucg_entity_account(ent, t->est_ns - ns, true);
+	if (ns > t->est_ns)
+		gpucg_cap_account(ent, ns - t->est_ns, false, now);
+	else
+		gpucg_cap_account(ent, t->est_ns - ns, true, now);
 	for (e = ent; e->parent; e = e->parent) {
 		if (ns)
 			e->est_ns = e->est_ns ? (3 * e->est_ns + ns) / 4 : ns;
@@ -2872,6 +3139,7 @@ void gpucg_queue_charge(struct gpucg_queue *q, u64 ns)
 	q->vtime += ns;
 	if (q->active)
 		gpucg_queue_requeue(q, ent, gpucg_now());
+	gpucg_cap_account(ent, ns, false, gpucg_now());
 	spin_unlock_irqrestore(&q->engine->lock, flags);
 	gpucg_usage_add(ent, ns);
 	gpucg_entity_unpin(ent);
@@ -3064,6 +3332,26 @@ void gpucg_kunit_cgroup_set(struct gpucg *cg, u32 weight, int prio)
 	gpucg_sched_rekey(cg);
 }
 EXPORT_SYMBOL_IF_KUNIT(gpucg_kunit_cgroup_set);
+
+/**
+ * gpucg_kunit_cgroup_set_max() - set a KUnit test's cgroup's gpu.max
+ * @cg: from gpucg_kunit_cgroup_new()
+ * @max_us: its default MAX, 0 for "max"
+ * @period_us: its default PERIOD
+ *
+ * As a write of gpu.max's default line does: it acts at once.
+ *
+ * Context: process context, may sleep; takes gpucg_mutex.
+ */
+void gpucg_kunit_cgroup_set_max(struct gpucg *cg, u32 max_us, u32 period_us)
+{
+	mutex_lock(&gpucg_mutex);
+	WRITE_ONCE(cg->cap.max_us, max_us);
+	WRITE_ONCE(cg->cap.period_us, period_us);
+	mutex_unlock(&gpucg_mutex);
+	gpucg_sched_recap(cg);
+}
+EXPORT_SYMBOL_IF_KUNIT(gpucg_kunit_cgroup_set_max);
 
 /**
  * gpucg_kunit_client() - a client of @dev owned by a KUnit test's cgroup

@@ -403,6 +403,62 @@ static void gpucg_test_kernel_share(struct kunit *test)
 }
 
 /*
+ * gpu.max on an engine that enforces it: a deep client capped at 30 ms of
+ * every 100 ms, alone or beside an uncapped deep client, with jobs of 2
+ * ms or of 7 ms (which overrun the budget: the time over is debt), gets
+ * 30% of the engine over 10 s, and the uncapped one the rest; on an
+ * engine whose driver does not enforce it, the cap changes nothing.
+ */
+struct gst_max_case {
+	const char	*name;
+	u64		job_ms;
+	bool		beside;
+	bool		enforced;
+};
+
+static const struct gst_max_case gst_max_cases[] = {
+	{ "alone, 2 ms jobs", 2, false, true },
+	{ "beside an uncapped client, 2 ms jobs", 2, true, true },
+	{ "alone, 7 ms jobs", 7, false, true },
+	{ "alone, not enforced", 2, false, false },
+};
+
+KUNIT_ARRAY_PARAM_DESC(gst_max, gst_max_cases, name);
+
+static void gpucg_test_max(struct kunit *test)
+{
+	const struct gst_max_case *p = test->param_value;
+	struct gst *w = test->priv;
+	struct gpucg_engine *engine = gst_engine(w);
+	struct gpucg *capped = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 0);
+	struct gpucg *other = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 0);
+	struct gst_client c[2] = {
+		{ .tq = gst_queue(w, engine, capped),
+		  .job_ns = p->job_ms * NSEC_PER_MSEC, .deep = true },
+		{ .tq = gst_queue(w, engine, other), .job_ns = 2 * NSEC_PER_MSEC,
+		  .deep = true },
+	};
+	u64 all = 10 * NSEC_PER_SEC, got, rest;
+	struct gst_figures f;
+
+	if (p->enforced)
+		gpucg_engine_enforce_max(engine);
+	gpucg_kunit_cgroup_set_max(capped, 30000, 100000);
+	gst_run(w, engine, c, p->beside ? 2 : 1, all, &f);
+	got = c[0].busy_ns * 1000 / all;
+	rest = c[1].busy_ns * 1000 / all;
+	kunit_info(test, "%s: capped %llu.%llu%%, uncapped %llu.%llu%%\n", p->name,
+		   got / 10, got % 10, rest / 10, rest % 10);
+	if (!p->enforced) {
+		KUNIT_EXPECT_EQ(test, got, 1000ULL);
+		return;
+	}
+	KUNIT_EXPECT_LE(test, abs_diff(got, 300ULL), 10ULL);
+	if (p->beside)
+		KUNIT_EXPECT_GE(test, rest * 100, (1000 - got) * 97);
+}
+
+/*
  * Promise 2: a client cannot make an engine idle for others for longer
  * than an absolute bound per job of its own, whatever its own job length
  * and think times: a shallow client at weight 900 against a deep one at
@@ -1048,6 +1104,7 @@ static struct kunit_case gpucg_sched_cases[] = {
 	KUNIT_CASE(gpucg_test_device_outlives_release),
 	KUNIT_CASE(gpucg_test_kernel_jobs),
 	KUNIT_CASE(gpucg_test_kernel_share),
+	KUNIT_CASE_PARAM(gpucg_test_max, gst_max_gen_params),
 	KUNIT_CASE_PARAM(gpucg_test_idle_bound, gst_idle_gen_params),
 	KUNIT_CASE(gpucg_test_many_waiters),
 	KUNIT_CASE(gpucg_test_priority_change_reaches_every_link),

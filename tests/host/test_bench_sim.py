@@ -88,6 +88,11 @@ def test_the_property_runs_worst_figures() -> None:
     # the hopping client, and upstream's alone beside it
     assert got["hop_error_pts"] == 1.0
     assert got["hop_error_pts_fifo"] == 29.0
+    # gpu.max: the worst distance from a cap, the uncapped client's part of
+    # what is left, the time a change takes
+    assert got["max_error_pts"] == 0.1
+    assert got["max_uncapped_ratio"] == round(69.9 / 70, 3)
+    assert got["max_change_ms"] == 66.0
 
 
 def test_a_missing_scenario_or_policy_is_an_error() -> None:

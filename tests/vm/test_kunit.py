@@ -65,7 +65,8 @@ CGROUP_SUITE = "drm_sched_cgroup_tests"
 # names its cgroups (here): measured on virtual time alone (make test-sim)
 VIRTUAL_TIME_ONLY = {"drm_sched_cgroup_prio_wait", "drm_sched_cgroup_tree",
                      "drm_sched_cgroup_change", "drm_sched_cgroup_property",
-                     "drm_sched_cgroup_bands", "drm_sched_cgroup_hop"}
+                     "drm_sched_cgroup_bands", "drm_sched_cgroup_hop",
+                     "drm_sched_cgroup_max"}
 # the harness's cgroups (tests_cgroup.c): name -> (gpu.weight, gpu.priority)
 KUNIT_CGROUPS = {"w100": (100, 0), "e100": (100, 0), "w400": (400, 0), "w900": (900, 0),
                  "p100": (100, 100), "p0": (100, 0), "m100": (100, -100), "m50": (100, -50),

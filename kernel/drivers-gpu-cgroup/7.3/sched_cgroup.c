@@ -236,6 +236,12 @@ int drm_sched_gpucg_init(struct drm_gpu_scheduler *sched,
 		engine = gpucg_engine_create(args->gpucg, false);
 	if (IS_ERR(engine))
 		return PTR_ERR(engine);
+	/*
+	 * It runs only what the pick returns, and picks again when told; a
+	 * cap per engine means nothing where an engine is a user's queue.
+	 */
+	if (drm_sched_policy != DRM_SCHED_POLICY_RR && !args->gpucg_per_queue)
+		gpucg_engine_enforce_max(engine);
 	sched->gpucg = engine;
 	return 0;
 }

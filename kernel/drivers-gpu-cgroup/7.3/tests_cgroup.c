@@ -1830,6 +1830,137 @@ static void drm_sched_cgroup_bands(struct kunit *test)
 	KUNIT_EXPECT_LE(test, abs_diff(part, 500U), 10U);
 }
 
+struct cg_max_case {
+	const char *description;
+	u32 max_us;		/* the client's cgroup's cap */
+	u32 parent_us;		/* with it, its parent's; 0: none */
+	bool beside;		/* an uncapped deep client in a cgroup beside */
+	unsigned int job_us;
+	u32 then_us;		/* the cap from CG_MAX_CHANGE_MS on; 0: none */
+	unsigned int want;	/* the capped client's engine time, percent */
+};
+
+static const struct cg_max_case cg_max_cases[] = {
+	{ "alone at 30%", 30000, 0, false, 2000, 0, 30 },
+	{ "alone at 70%", 70000, 0, false, 2000, 0, 70 },
+	{ "at 30% beside an uncapped client", 30000, 0, true, 2000, 0, 30 },
+	{ "at 50% under a parent at 40%", 50000, 40000, false, 2000, 0, 40 },
+	{ "at 30% with 7 ms jobs (debt)", 30000, 0, false, 7000, 0, 30 },
+	{ "from 30% to 70%", 30000, 0, false, 2000, 70000, 70 },
+};
+
+static void cg_max_desc(const struct cg_max_case *c, char *desc)
+{
+	strscpy(desc, c->description, KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(cg_max, cg_max_cases, cg_max_desc);
+
+#define CG_MAX_PERIOD_US	100000
+#define CG_MAX_RUN_MS		2200
+#define CG_MAX_CHANGE_MS	1000
+
+/*
+ * gpu.max: a deep client in a cgroup capped at MAX of every 100 ms, alone
+ * on the engine or beside an uncapped deep client at equal weight, under a
+ * capped parent, with jobs that do not divide the budget (the time over it
+ * carried as debt), or with the cap raised at 1 s; one slot. Its part of
+ * the engine's time, over whole periods after the first 200 ms (from the
+ * change on, for a change: how long the new cap takes, from the change to
+ * the first of the periods that all stay within 2 points of it), within 1
+ * point of the cap (or the parent's); the uncapped client beside it takes
+ * at least 97% of the rest. Printed in tenths of a point.
+ */
+static void drm_sched_cgroup_max(struct kunit *test)
+{
+	const struct cg_max_case *c = test->param_value;
+	const unsigned int nr = CG_MAX_RUN_MS / CG_BUCKET_MS;
+	struct cg_client clients[2] = {
+		{ .params = { NULL, 2, c->job_us, 0 } },
+		{ .params = { NULL, 2, 2000, 0 } },
+	};
+	struct drm_mock_sched_entity *entities[2];
+	unsigned int i, b, from, n = c->beside ? 2 : 1;
+	unsigned int settled = nr, changed_ms = 0;
+	u64 busy[2] = {}, got, other;
+	struct drm_mock_scheduler *sched;
+	struct gpucg_device *dev;
+	struct gpucg *parent = NULL;
+	ktime_t start, changed;
+	char *series;
+
+	cg_virtual_time_only(test);
+	if (c->parent_us) {
+		parent = cg_group(test, NULL, 100);
+		gpucg_kunit_cgroup_set_max(parent, c->parent_us, CG_MAX_PERIOD_US);
+	}
+	clients[0].group = cg_group(test, parent, 100);
+	gpucg_kunit_cgroup_set_max(clients[0].group, c->max_us, CG_MAX_PERIOD_US);
+	clients[1].group = cg_group(test, NULL, 100);
+	series = kunit_kzalloc(test, CG_SERIES_LEN, GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, series);
+	cg_buckets(test, clients, n, CG_MAX_RUN_MS);
+	dev = cg_setup(test, &sched, 1, 1);
+	for (i = 0; i < n; i++) {
+		cg_client_setup(test, &clients[i], dev, sched, i);
+		entities[i] = clients[i].entity;
+	}
+	start = ktime_get();
+	for (i = 0; i < n; i++) {
+		clients[i].window_start = start;
+		clients[i].window_end = ktime_add_ms(start, CG_MAX_RUN_MS);
+		kthread_queue_work(clients[i].worker, &clients[i].work);
+	}
+	if (c->then_us) {
+		msleep(CG_MAX_CHANGE_MS);
+		changed = ktime_get();
+		gpucg_kunit_cgroup_set_max(clients[0].group, c->then_us,
+					   CG_MAX_PERIOD_US);
+		changed_ms = ktime_ms_delta(changed, start);
+		msleep(CG_MAX_RUN_MS - CG_MAX_CHANGE_MS);
+	} else {
+		msleep(CG_MAX_RUN_MS);
+	}
+	cg_clients_stop(test, clients, n);
+	cg_teardown(test, entities, n, &sched, 1);
+
+	/* whole periods (buckets of their length), from 200 ms or the change */
+	from = c->then_us ? DIV_ROUND_UP(changed_ms, CG_BUCKET_MS) : 2;
+	KUNIT_ASSERT_LT(test, from, nr);
+	for (b = from; b < nr; b++) {
+		unsigned int pct = div_u64(clients[0].buckets[b], CG_BUCKET_MS * 10);
+
+		for (i = 0; i < n; i++)
+			busy[i] += clients[i].buckets[b];
+		if (pct + 2 >= c->want && pct <= c->want + 2) {
+			if (settled == nr)
+				settled = b;
+		} else {
+			settled = nr;
+		}
+	}
+	got = div_u64(busy[0] * 1000, (nr - from) * CG_BUCKET_MS * USEC_PER_MSEC);
+	other = div_u64(busy[1] * 1000, (nr - from) * CG_BUCKET_MS * USEC_PER_MSEC);
+	/* its part of the engine's time in each bucket */
+	for (b = 0, i = 0; b < nr; b++)
+		i += scnprintf(series + i, CG_SERIES_LEN - i, "%s%llu", b ? "," : "",
+			       div_u64(clients[0].buckets[b], CG_BUCKET_MS * 10));
+	kunit_info(test, "%s: %llu.%llu%% of the engine (cap %u%%), the uncapped one %llu.%llu%%\n",
+		   c->description, got / 10, got % 10, c->want, other / 10, other % 10);
+	if (c->then_us)
+		kunit_info(test, "%s: within 2 points of %u%% %u ms after the change\n",
+			   c->description, c->want,
+			   settled < nr ? settled * CG_BUCKET_MS - changed_ms : CG_MAX_RUN_MS);
+	kunit_info(test, "%s: series %u ms: %s\n", c->description, CG_BUCKET_MS,
+		   series);
+	KUNIT_EXPECT_LE(test, abs_diff(got, c->want * 10ULL), 10ULL);
+	if (c->beside)
+		KUNIT_EXPECT_GE(test, other * 100, (1000 - got) * 97);
+	if (c->then_us)
+		KUNIT_EXPECT_LE(test, settled * CG_BUCKET_MS,
+				changed_ms + 2 * CG_MAX_PERIOD_US / USEC_PER_MSEC);
+}
+
 #define CG_HOP_MS	200	/* a stay in one cgroup */
 #define CG_HOP_STAYS	8
 
@@ -2338,6 +2469,8 @@ static struct kunit_case drm_sched_cgroup_tests[] = {
 			      { .speed = KUNIT_SPEED_SLOW }),
 	KUNIT_CASE_SLOW(drm_sched_cgroup_bands),
 	KUNIT_CASE_SLOW(drm_sched_cgroup_hop),
+	KUNIT_CASE_PARAM_ATTR(drm_sched_cgroup_max, cg_max_gen_params,
+			      { .speed = KUNIT_SPEED_SLOW }),
 	KUNIT_CASE_PARAM_ATTR(drm_sched_cgroup_property, cg_prop_gen_params,
 			      { .speed = KUNIT_SPEED_SLOW }),
 	{}
