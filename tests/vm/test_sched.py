@@ -25,7 +25,8 @@ def node(simgpu_nodes) -> Path:
 
 def test_stat_file_format(cgroup, node):
     text = cgroup.read("gpu.stat")
-    assert re.search(rf"^{devt(node)} usage_usec=0 wait_usec=0 sched=1$", text, re.M), text
+    assert re.search(rf"^{devt(node)} usage_usec=0 wait_usec=0 sched=1 nr_periods=0 nr_throttled=0 "
+                     r"throttled_usec=0$", text, re.M), text
 
 
 def test_weights_100_300_get_25_75(cgroup, node):
