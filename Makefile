@@ -40,7 +40,7 @@ test: ## every test tier: lint, host, then 6.12's and 7.3's kernel tiers (7.3's 
 # rest of its VM tier is `make test-7.3-rest` (the README gives both times).
 VM_CORE_TESTS := tests/vm/test_controller.py tests/vm/test_sched.py tests/vm/test_sched_clients.py \
 	tests/vm/test_sched_shapes.py tests/vm/test_sched_inherit.py tests/vm/test_memory.py \
-	tests/vm/test_kernel_table.py tests/vm/test_delegation.py
+	tests/vm/test_kernel_table.py tests/vm/test_delegation.py tests/vm/test_max.py
 # upstream's scenario clients WARN under TCG (test-kunit, below); xe's
 # xe_rtp suite feeds rule tables without a rule on purpose, which WARNs
 KUNIT_KNOWN_WARN := tests_scheduler.c:[0-9]+ at drm_sched_client_work|xe_rtp.c:[0-9]+ at rule_match_and

@@ -104,3 +104,18 @@ def loads(node: Path, groups: list[Cgroup], **kw: int) -> Iterator[list[Load]]:
 def assert_shares(got: list[float], want: list[float]) -> None:
     for g, w in zip(got, want, strict=True):
         assert abs(g - w) <= TOLERANCE_PTS, f"shares {got} != {want} (±{TOLERANCE_PTS})"
+
+
+def raw_write(cg: Cgroup, name: str, value: str) -> int:
+    """Write like `echo -n VALUE > FILE`; 0 or the errno of the refusal."""
+    try:
+        fd = os.open(cg.path / name, os.O_WRONLY)
+    except OSError as e:
+        return e.errno or -1
+    try:
+        os.write(fd, value.encode())
+    except OSError as e:
+        return e.errno or -1
+    finally:
+        os.close(fd)
+    return 0

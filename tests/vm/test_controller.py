@@ -8,25 +8,11 @@ import os
 from pathlib import Path
 
 import pytest
+from clients import raw_write
 from memfiles import DMEM
 
 from pycgpu.core.cgroup import Cgroup
 from pycgpu.core.formats import DevT
-
-
-def raw_write(cg: Cgroup, name: str, value: str) -> int:
-    """Write like `echo -n VALUE > FILE`; 0 or the errno of the refusal."""
-    try:
-        fd = os.open(cg.path / name, os.O_WRONLY)
-    except OSError as e:
-        return e.errno or -1
-    try:
-        os.write(fd, value.encode())
-    except OSError as e:
-        return e.errno or -1
-    finally:
-        os.close(fd)
-    return 0
 
 
 def test_listed_in_root_controllers(mount):

@@ -155,12 +155,14 @@ def open_card(vgem_card: Path) -> Iterator[Path]:
 
 
 def test_own_gpu_files_are_the_parents_owners(delegated, vgem, vmem):
-    files = ("gpu.weight", "gpu.priority", MEMORY_MAX)
+    """A delegatee can change none of its own knobs: not raise its weight,
+    priority or memory limit, not lift its cap (gpu.max)."""
+    files = ("gpu.weight", "gpu.priority", MEMORY_MAX, "gpu.max")
     before = {f: (delegated.path / f).read_text() for f in files}
     got = steps(delegated.child("session"), f"{delegated.path}/gpu.weight=10000",
                 f"{delegated.path}/gpu.weight={vgem} 10000", f"{delegated.path}/gpu.priority=1023",
-                f"{delegated.path}/{MEMORY_MAX}={vmem} max")
-    assert got == ["Permission denied"] * 4
+                f"{delegated.path}/{MEMORY_MAX}={vmem} max", f"{delegated.path}/gpu.max=max")
+    assert got == ["Permission denied"] * 5
     assert {f: (delegated.path / f).read_text() for f in files} == before
 
 
