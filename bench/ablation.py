@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MECHANISMS = {
     "estimate": (1 << 0, "in-flight estimates charged at a job's start"),
     "wait": (1 << 1, "waiting for a shallow entity (anticipation)"),
-    "ring": (1 << 2, "keeping the ring shallow for an entity not waited for"),
+    "ring": (1 << 2, "keeping the ring shallow for an entity late or not waited for"),
     "above": (1 << 3, "a higher band's hold on lower work while its jobs run"),
     "fits": (1 << 4, "work that ends before an expected entity is back runs"),
     "lend": (1 << 5, "priority inheritance (loans)"),

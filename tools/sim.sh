@@ -93,8 +93,9 @@ run_suites() {
 	src=$(uml_src "$base")
 	[ -x "$uml/linux" ] || die "no UML kernel in $uml: run tools/sim.sh build"
 	say "virtual time, $base, $name (sched_policy=$policy${PYCGPU_SIM_ARGS:+ $PYCGPU_SIM_ARGS}): $*"
-	local extra=()
-	for arg in ${PYCGPU_SIM_ARGS:-}; do
+	local extra=() args=() arg
+	read -r -a args <<<"${PYCGPU_SIM_ARGS:-}"
+	for arg in "${args[@]}"; do
 		extra+=("--kernel_args=$arg")
 	done
 	for glob; do

@@ -616,7 +616,8 @@ static ssize_t gpu_max_write(struct kernfs_open_file *of, char *buf,
 		} else if (pool) {
 			WRITE_ONCE(pool->cap.max_us, cap.max_us);
 			WRITE_ONCE(pool->cap.period_us, cap.period_us);
-			WRITE_ONCE(pool->cap_set, true);
+			/* the values before the flag (gpucg_cap_of()) */
+			smp_store_release(&pool->cap_set, true);
 		}
 	}
 	mutex_unlock(&gpucg_mutex);

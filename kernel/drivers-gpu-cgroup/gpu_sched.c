@@ -240,6 +240,11 @@
  *   links); dropping links whose work has left its queue at most
  *   GPUCG_EXPIRE_BATCH links a section, each passing its change on to at
  *   most GPUCG_BOOST_BUDGET more, and so does an engine's destruction.
+ *   Caps (gpu.max, below): a charge re-sorts the entities on its path whose
+ *   throttle changes (O(depth^2 * log n)); a pick releases at most
+ *   GPUCG_CAP_BATCH throttled entities, and an engine's destruction
+ *   releases them in batches of as many, the lock dropped in between,
+ *   however many capped cgroups a delegatee made.
  *   An engine no link points into takes no lock but its own on its pick
  *   path.
  * - Kernel work moves no cgroup's vtime and arms no anticipation: queues
@@ -341,12 +346,13 @@ __setup("gpu_anticipate_us=", gpucg_anticipate_setup);
 /*
  * The mechanisms a test may switch off, one bit each, to measure what each
  * buys: gpu_sched_off= on the command line (tools/sim.sh, bench/ablation.py;
- * the kernel README's ablation table), only in kernels built for KUnit.
+ * the kernel README's ablation table), only in kernels built with the
+ * controller's KUnit suite (CONFIG_CGROUP_GPU_KUNIT_TEST).
  */
 enum {
 	GPUCG_OFF_ESTIMATE	= BIT(0),	/* in-flight estimates charged */
 	GPUCG_OFF_WAIT		= BIT(1),	/* waiting for a shallow entity */
-	GPUCG_OFF_RING		= BIT(2),	/* keeping the ring shallow */
+	GPUCG_OFF_RING		= BIT(2),	/* the ring shallow for a late one */
 	GPUCG_OFF_ABOVE		= BIT(3),	/* a higher band's own hold */
 	GPUCG_OFF_FITS		= BIT(4),	/* work that fits a wait runs */
 	GPUCG_OFF_LEND		= BIT(5),	/* priority inheritance */
@@ -355,14 +361,15 @@ enum {
 	GPUCG_OFF_BANDS		= BIT(8),	/* a vtime kept per band */
 };
 
-static unsigned int gpucg_ablated;
+static unsigned int gpucg_ablated __ro_after_init;
 
 static bool gpucg_off(unsigned int mechanism)
 {
-	return IS_ENABLED(CONFIG_KUNIT) && (gpucg_ablated & mechanism);
+	return IS_ENABLED(CONFIG_CGROUP_GPU_KUNIT_TEST) &&
+	       (gpucg_ablated & mechanism);
 }
 
-#if IS_ENABLED(CONFIG_KUNIT)
+#if IS_ENABLED(CONFIG_CGROUP_GPU_KUNIT_TEST)
 static int __init gpucg_off_setup(char *s)
 {
 	return !kstrtouint(s, 0, &gpucg_ablated);
@@ -415,7 +422,10 @@ struct gpucg_entity {
 	u64			cap_used;	/* GPU time in this period (gpu.max) */
 	u64			cap_start;	/* this period's start; 0: none yet */
 	u64			cap_until;	/* throttled until then */
+	u64			cap_period;	/* the period it was throttled in */
 	u64			throttled_at;
+	bool			cap_released;	/* back from a throttle, not idle */
+	bool			cap_counted;	/* this period in nr_periods */
 	struct rb_node		cap_node;	/* in engine->throttled */
 	bool			throttled;
 };
@@ -849,9 +859,10 @@ static bool gpucg_band_floor(struct gpucg_entity *e, int key, u64 *floor)
  * last, starts at the band's floor (gpucg_band_floor(); alone in its band,
  * at the parent's clock). One back in its band after a real idle period
  * starts no lower than the floor (it banks no credit) and keeps any debt;
- * so does one back in the band it left last once a job of it started in
- * the other band, or once it had nothing in flight for longer than the
- * window since it left. One back while the engine waits for it, or within
+ * so does one back in the band it left last if no job of it started in
+ * that band since its last real idle period, or a job of it started in the
+ * other band, or it has nothing in flight and left longer than its wait
+ * (the window at least) ago. One back while the engine waits for it, or within
  * the window, keeps its vtime, and so does one whose work in a band was
  * all in flight for a moment (a deep client's whose jobs fill the ring),
  * so that its band flipped to another and back with no job started there:
@@ -863,9 +874,10 @@ static void gpucg_entity_place(struct gpucg_entity *e, int key, u64 now)
 	bool idled = !e->inflight && now - e->idle_ns > bound;
 	u64 floor = e->parent->vclock;
 	bool found = gpucg_band_floor(e, key, &floor);
+	bool flipped = e->placed && e->key != key;
 	int back;
 
-	if (e->placed && e->key != key) {
+	if (flipped) {
 		/* keep the vtime of the band it leaves, take the other's */
 		back = e->left_key;
 		e->left_key = e->key;
@@ -887,6 +899,9 @@ static void gpucg_entity_place(struct gpucg_entity *e, int key, u64 now)
 		   !gpucg_off(GPUCG_OFF_FLOOR)) {
 		e->vtime = floor;
 	}
+	/* back from idling: a flip later is no longer one of in-flight work */
+	if (idled && !flipped)
+		e->start_key = GPUCG_KEY_NONE;
 }
 
 /*
@@ -925,8 +940,10 @@ static void gpucg_entity_update(struct gpucg_entity *e, u64 now)
 			e->active = false;
 			continue;
 		}
-		if (!e->active && e->placed)
+		/* a throttle is not a think time */
+		if (!e->active && e->placed && !e->cap_released)
 			gpucg_entity_think(e, now);
+		e->cap_released = false;
 		gpucg_entity_place(e, key, now);
 		e->key = key;
 		e->active = true;
@@ -946,14 +963,21 @@ static void gpucg_entity_update(struct gpucg_entity *e, u64 now)
  * an entity runs only while no entity on its path is throttled. Within
  * what the caps leave, weights and priority order as ever; not work
  * conserving, by design. A job lent a higher priority does not run through
- * its cgroup's throttle: its waiter waits, at most until the period ends
- * (a loan cannot make a cap a lie). The engine releases entities whose
- * period came at its picks, at most GPUCG_CAP_BATCH a pick, and a pick
- * that finds nothing to run asks again when the next one is due.
+ * its cgroup's throttle: its waiter waits until the throttles on the job's
+ * path are paid (a loan cannot make a cap a lie). Debt is carried for
+ * GPUCG_CAP_DEBT periods at most (a job hung to its timeout throttles its
+ * cgroup for ten periods, not for as long as it hung). The engine releases
+ * entities whose period came at its picks, at most GPUCG_CAP_BATCH a pick,
+ * and a pick that finds nothing to run asks again when the next one is
+ * due, a period ahead at most, so that a cap raised or lifted while the
+ * engine idles acts within one period. An entity throttled is not
+ * expected back, and its throttle is not a think time.
  */
 
 /* Throttled entities a pick releases at most, with interrupts off */
 #define GPUCG_CAP_BATCH		16
+/* Periods of debt a cgroup carries at most */
+#define GPUCG_CAP_DEBT		10
 
 /* @e's cap on its engine, in ns; false if it has none (or no effect) */
 static bool gpucg_cap_of(struct gpucg_entity *e, u64 *max, u64 *period)
@@ -961,9 +985,10 @@ static bool gpucg_cap_of(struct gpucg_entity *e, u64 *max, u64 *period)
 	struct gpucg_pool *pool = e->pool;
 	u32 max_us, period_us;
 
-	if (!pool || !e->engine->caps)	/* the top, root's, kernel's */
+	if (!pool || !READ_ONCE(e->engine->caps))	/* the top, root's, kernel's */
 		return false;
-	if (READ_ONCE(pool->cap_set)) {
+	/* pairs with the release in gpu_max_write(): the values, then the flag */
+	if (smp_load_acquire(&pool->cap_set)) {
 		max_us = READ_ONCE(pool->cap.max_us);
 		period_us = READ_ONCE(pool->cap.period_us);
 	} else {
@@ -985,6 +1010,7 @@ static void gpucg_cap_refresh(struct gpucg_entity *e, u64 max, u64 period,
 
 	if (!e->cap_start) {
 		e->cap_start = now;
+		e->cap_counted = false;
 		return;
 	}
 	if (now - e->cap_start < period)
@@ -992,8 +1018,7 @@ static void gpucg_cap_refresh(struct gpucg_entity *e, u64 max, u64 period,
 	n = div64_u64(now - e->cap_start, period);
 	e->cap_start += n * period;
 	e->cap_used = e->cap_used > n * max ? e->cap_used - n * max : 0;
-	if (e->active || e->throttled)
-		atomic64_add(n, &e->pool->nr_periods);
+	e->cap_counted = false;
 }
 
 static bool gpucg_cap_less(struct rb_node *a, const struct rb_node *b)
@@ -1006,6 +1031,7 @@ static bool gpucg_cap_less(struct rb_node *a, const struct rb_node *b)
 static void gpucg_cap_release(struct gpucg_entity *e, u64 now)
 {
 	e->throttled = false;
+	e->cap_released = true;
 	rb_erase_cached(&e->cap_node, &e->engine->throttled);
 	atomic64_add(now - e->throttled_at, &e->pool->throttled_ns);
 }
@@ -1029,9 +1055,12 @@ static void gpucg_cap_check(struct gpucg_entity *e, u64 max, u64 period,
 	else
 		return;
 	if (over) {
-		if (!e->throttled)
+		if (!e->throttled) {
 			e->throttled_at = now;
+			gpucg_unexpect(e);	/* it cannot run when back */
+		}
 		e->throttled = true;
+		e->cap_period = period;
 		e->cap_until = e->cap_start + div64_u64(e->cap_used, max) * period;
 		rb_add_cached(&e->cap_node, &e->engine->throttled, gpucg_cap_less);
 	}
@@ -1041,7 +1070,8 @@ static void gpucg_cap_check(struct gpucg_entity *e, u64 max, u64 period,
 /*
  * Counts @ns of GPU time (taken back with @sub: an estimate corrected)
  * against every cap on @ent's path, throttling or releasing each entity
- * by its use. O(depth); engine lock held.
+ * by its use: O(depth) entities, each re-sorted up its path (O(depth *
+ * log n)) when its throttle changes. Engine lock held.
  */
 static void gpucg_cap_account(struct gpucg_entity *ent, u64 ns, bool sub,
 			      u64 now)
@@ -1053,8 +1083,13 @@ static void gpucg_cap_account(struct gpucg_entity *ent, u64 ns, bool sub,
 		if (!gpucg_cap_of(e, &max, &period))
 			continue;
 		gpucg_cap_refresh(e, max, period, now);
+		if (!e->cap_counted) {	/* a period it used the engine in */
+			atomic64_inc(&e->pool->nr_periods);
+			e->cap_counted = true;
+		}
+		/* debt of GPUCG_CAP_DEBT periods at most: a job hung to its timeout */
 		e->cap_used = sub ? e->cap_used - min(ns, e->cap_used) :
-			      e->cap_used + ns;
+			      min(e->cap_used + ns, (GPUCG_CAP_DEBT + 1) * max);
 		gpucg_cap_check(e, max, period, now);
 	}
 }
@@ -1078,8 +1113,8 @@ static void gpucg_cap_recheck(struct gpucg_entity *e, u64 now)
 
 /*
  * Releases the throttled entities whose period came, at most
- * GPUCG_EXPIRE_BATCH. Return: when to look again, in ns from @now (0:
- * none is throttled).
+ * GPUCG_CAP_BATCH. Return: when to look again, in ns from @now (0: none
+ * is throttled), a period at most.
  */
 static u64 gpucg_cap_expire(struct gpucg_engine *engine, u64 now)
 {
@@ -1089,8 +1124,9 @@ static u64 gpucg_cap_expire(struct gpucg_engine *engine, u64 now)
 
 	while ((node = rb_first_cached(&engine->throttled))) {
 		e = rb_entry(node, struct gpucg_entity, cap_node);
+		/* a period at most: a cap raised meanwhile acts by then */
 		if ((s64)(e->cap_until - now) > 0)
-			return e->cap_until - now;
+			return min(e->cap_until - now, e->cap_period);
 		if (!batch--)
 			return GPUCG_RETRY_MIN_NS;	/* the rest at the next pick */
 		gpucg_cap_recheck(e, now);
@@ -1815,20 +1851,24 @@ void gpucg_engine_destroy(struct gpucg_engine *engine)
 	struct gpucg_entity *ent, *tmp;
 	struct gpucg_queue *q;
 	unsigned long flags;
+	unsigned int n;
 
 	if (IS_ERR_OR_NULL(engine))
 		return;
 	mutex_lock(&gpucg_mutex);
 	gpucg_boost_drop_engine(engine);
-	spin_lock_irqsave(&engine->lock, flags);
-	/* throttled entities' queues are out of the tree: back in */
-	while (!RB_EMPTY_ROOT(&engine->throttled.rb_root)) {
-		ent = rb_entry(rb_first_cached(&engine->throttled),
-			       struct gpucg_entity, cap_node);
-		gpucg_cap_release(ent, gpucg_now());
-		gpucg_entity_update(ent, gpucg_now());
-	}
-	spin_unlock_irqrestore(&engine->lock, flags);
+	/* throttled entities' queues are out of the tree: back in, in batches */
+	do {
+		spin_lock_irqsave(&engine->lock, flags);
+		for (n = 0; n < GPUCG_CAP_BATCH &&
+		     !RB_EMPTY_ROOT(&engine->throttled.rb_root); n++) {
+			ent = rb_entry(rb_first_cached(&engine->throttled),
+				       struct gpucg_entity, cap_node);
+			gpucg_cap_release(ent, gpucg_now());
+			gpucg_entity_update(ent, gpucg_now());
+		}
+		spin_unlock_irqrestore(&engine->lock, flags);
+	} while (n == GPUCG_CAP_BATCH);
 	if (engine->group_ops) {
 		spin_lock_irqsave(&engine->lock, flags);
 		while ((q = gpucg_next(engine)))
@@ -1896,8 +1936,11 @@ void gpucg_sched_pool_free(struct gpucg_pool *pool)
  */
 void gpucg_engine_enforce_max(struct gpucg_engine *engine)
 {
-	if (!IS_ERR_OR_NULL(engine))
-		engine->caps = true;
+	if (IS_ERR_OR_NULL(engine))
+		return;
+	mutex_lock(&gpucg_mutex);
+	WRITE_ONCE(engine->caps, true);
+	mutex_unlock(&gpucg_mutex);
 }
 EXPORT_SYMBOL_GPL(gpucg_engine_enforce_max);
 
@@ -1918,8 +1961,8 @@ bool gpucg_device_caps(struct gpucg_device *dev)
  * @cg: the cgroup
  *
  * Each of @cg's entities is throttled or released by its new cap at
- * once; an engine left idle picks again by the time it was told before
- * (at most the old period).
+ * once; an engine left idle picks again by the time it was told before,
+ * a period at most (gpucg_cap_expire()).
  *
  * Context: process context; takes gpucg_mutex.
  */
@@ -2454,7 +2497,7 @@ static void gpucg_queue_deactivate(struct gpucg_queue *q, u64 now)
 	    ent->await_key != GPUCG_KEY_NONE)
 		gpucg_unexpect(ent);
 	/* its last ready work went to the hardware: expect it back */
-	if (!ent->active && ent->inflight)
+	if (!ent->active && !ent->throttled && ent->inflight)
 		gpucg_expect(ent, now);
 }
 
@@ -3100,7 +3143,7 @@ void gpucg_charge(struct gpucg_engine *engine, struct gpucg_ticket *t, u64 ns)
 	if (!engine->tickets || (s64)(engine->busy_until - now) < 0)
 		engine->busy_until = now;
 	/* only work that waits to be ready again */
-	if (ent->parent && !ent->inflight && !ent->active) {
+	if (ent->parent && !ent->inflight && !ent->active && !ent->throttled) {
 		if (ns)
 			gpucg_expect(ent, now);
 		else

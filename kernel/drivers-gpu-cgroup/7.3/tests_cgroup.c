@@ -1563,6 +1563,16 @@ static struct cg_node cg_tree_node(const struct cg_tree_case *c, unsigned int i)
 	return c->nodes ? c->nodes[i] : (struct cg_node){ -1, 100, 2000 };
 }
 
+/* @i's effective priority: the least set on its path */
+static int cg_tree_prio(const struct cg_tree_case *c, int i)
+{
+	int prio = INT_MAX;
+
+	for (; i >= 0; i = cg_tree_node(c, i).parent)
+		prio = min(prio, cg_tree_node(c, i).prio);
+	return prio;
+}
+
 /*
  * @i's share by the weights, in millionths: its weight over its siblings'
  * (those with a client below them), along its path.
@@ -1622,7 +1632,7 @@ static void drm_sched_cgroup_tree(struct kunit *test)
 	/* the highest band with a client: the others' work waits (share 0) */
 	for (i = 0; i < c->nr_nodes; i++) {
 		if (cg_tree_node(c, i).job_us)
-			top = max(top, cg_tree_node(c, i).prio);
+			top = max(top, cg_tree_prio(c, i));
 		prios |= cg_tree_node(c, i).prio;
 	}
 	/* parents come first in a case: made in order */
@@ -1634,7 +1644,8 @@ static void drm_sched_cgroup_tree(struct kunit *test)
 					  node.weight, node.prio);
 		if (!node.job_us)
 			continue;
-		for (int up = i; up >= 0 && node.prio == top; up = cg_tree_node(c, up).parent)
+		for (int up = i; up >= 0 && cg_tree_prio(c, i) == top;
+		     up = cg_tree_node(c, up).parent)
 			active[up] = true;
 		clients[n] = (struct cg_client){
 			.group = groups[i],
@@ -1978,13 +1989,8 @@ static void drm_sched_cgroup_max(struct kunit *test)
 static void drm_sched_cgroup_hop(struct kunit *test)
 {
 	const unsigned int nr = CG_HOP_STAYS * CG_HOP_MS / CG_BUCKET_MS;
-	struct cg_client clients[3] = {
-		{ .params = { NULL, 2, 2000, 0 } },
-		{ .params = { NULL, 2, 2000, 0 } },
-		{ .params = { NULL, 2, 2000, 0 } },
-	};
-	struct cg_client plain[3];
 	struct drm_mock_sched_entity *entities[3];
+	struct cg_client *clients, *plain;
 	struct drm_mock_scheduler *sched;
 	unsigned int i, b, share, worst = 0, worst_plain = 0, want;
 	struct gpucg_device *dev;
@@ -1993,12 +1999,17 @@ static void drm_sched_cgroup_hop(struct kunit *test)
 	char *series;
 
 	cg_virtual_time_only(test);
+	/* off the stack: six clients would pass the frame limit */
+	clients = kunit_kcalloc(test, 3, sizeof(*clients), GFP_KERNEL);
+	plain = kunit_kcalloc(test, 3, sizeof(*plain), GFP_KERNEL);
+	KUNIT_ASSERT_TRUE(test, clients && plain);
 	groups[0] = cg_group(test, NULL, 100);
 	groups[1] = cg_group(test, NULL, 900);
-	clients[0].group = groups[0];
-	clients[1].group = groups[1];
-	clients[2].group = groups[0];
-	memcpy(plain, clients, sizeof(plain));
+	for (i = 0; i < 3; i++) {
+		clients[i].params = (struct cg_client_params){ NULL, 2, 2000, 0 };
+		clients[i].group = groups[i == 1];
+		plain[i].params = clients[i].params;
+	}
 	series = kunit_kzalloc(test, CG_SERIES_LEN, GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, series);
 	cg_buckets(test, clients, 3, CG_HOP_STAYS * CG_HOP_MS);
