@@ -18,7 +18,6 @@ from pycgpu.core import formats
 from pycgpu.core.cgroup import Cgroup
 
 JOB_NS = 2_000_000  # 2 ms jobs, 6 queued: a load that saturates the engine
-WINDOW_S = 3.0
 
 
 def test_default(cgroup):
@@ -82,7 +81,7 @@ def stat(cg: Cgroup, dev: formats.DevT) -> dict[str, int]:
     return formats.parse_nested_keyed(cg.read("gpu.stat"))[dev]
 
 
-def engine_share(cg: Cgroup, dev: formats.DevT, seconds: float = WINDOW_S) -> float:
+def engine_share(cg: Cgroup, dev: formats.DevT, seconds: float) -> float:
     """The cgroup's GPU time over @seconds of wall time, percent."""
     u0, t0 = usage_us(cg, dev), time.monotonic()
     time.sleep(seconds)
@@ -90,19 +89,40 @@ def engine_share(cg: Cgroup, dev: formats.DevT, seconds: float = WINDOW_S) -> fl
     return 100 * (u1 - u0) / ((t1 - t0) * 1e6)
 
 
-def test_a_capped_load_gets_its_cap(cgroup, simgpu_nodes):
-    node: Path = simgpu_nodes[0]
+def capped(parent: Cgroup, *caps: tuple[str, str]) -> Cgroup:
+    """A chain of new cgroups under @parent, each (NAME, gpu.max) in turn:
+    the last one."""
+    g = parent
+    for name, cap in caps:
+        g = g.child(name)
+        g.create()
+        assert raw_write(g, "gpu.max", cap) == 0
+    return g
+
+
+def loaded_shares(g: Cgroup, node: Path, *steps: str | None) -> list[float]:
+    """@g's part of @node's engine while a saturating load runs in it,
+    measured after each of @steps (a write of gpu.max, or None)."""
     dev = devt(node)
-    g = cgroup.child("capped")
-    g.create()
-    assert raw_write(g, "gpu.max", "30000 100000") == 0
     load = Load(node, g.path, JOB_NS)
+    out = []
     try:
         time.sleep(0.5)
-        share = engine_share(g, dev)
+        for step in steps:
+            if step is not None:
+                assert raw_write(g, "gpu.max", step) == 0
+                time.sleep(0.3)
+            out.append(engine_share(g, dev, 2.0))
     finally:
         load.stop()
-    counters = stat(g, dev)
+    return out
+
+
+def test_a_capped_load_gets_its_cap(cgroup, simgpu_nodes):
+    node: Path = simgpu_nodes[0]
+    g = capped(cgroup, ("capped", "30000 100000"))
+    [share] = loaded_shares(g, node, None)
+    counters = stat(g, devt(node))
     assert 24 <= share <= 33, f"a load capped at 30% got {share:.1f}% of the engine"
     assert counters["nr_throttled"] > 0 and counters["throttled_usec"] > 0, counters
     assert counters["nr_periods"] >= counters["nr_throttled"], counters
@@ -111,38 +131,15 @@ def test_a_capped_load_gets_its_cap(cgroup, simgpu_nodes):
 def test_caps_nest(cgroup, simgpu_nodes):
     """A child at 50% under a parent at 40% gets at most the parent's."""
     node: Path = simgpu_nodes[0]
-    dev = devt(node)
-    parent = cgroup.child("p")
-    parent.create()
-    child = parent.child("c")
-    child.create()
-    assert raw_write(parent, "gpu.max", "40000") == 0
-    assert raw_write(child, "gpu.max", "50000") == 0
-    load = Load(node, child.path, JOB_NS)
-    try:
-        time.sleep(0.5)
-        share = engine_share(child, dev)
-    finally:
-        load.stop()
+    child = capped(cgroup, ("p", "40000"), ("c", "50000"))
+    [share] = loaded_shares(child, node, None)
     assert 32 <= share <= 43, f"a child capped at 50% under 40% got {share:.1f}%"
     # the parent's cap throttled, not the child's
-    assert stat(parent, dev)["nr_throttled"] > 0
-    assert stat(child, dev)["nr_throttled"] == 0
+    assert stat(cgroup.child("p"), devt(node))["nr_throttled"] > 0
+    assert stat(child, devt(node))["nr_throttled"] == 0
 
 
 def test_lifting_the_cap_frees_the_load(cgroup, simgpu_nodes):
-    node: Path = simgpu_nodes[0]
-    dev = devt(node)
-    g = cgroup.child("lifted")
-    g.create()
-    assert raw_write(g, "gpu.max", "20000") == 0
-    load = Load(node, g.path, JOB_NS)
-    try:
-        time.sleep(0.5)
-        capped = engine_share(g, dev, 2.0)
-        assert raw_write(g, "gpu.max", "max") == 0
-        time.sleep(0.3)
-        free = engine_share(g, dev, 2.0)
-    finally:
-        load.stop()
-    assert capped <= 25 and free >= 60, (capped, free)
+    g = capped(cgroup, ("lifted", "20000"))
+    capped_share, free = loaded_shares(g, simgpu_nodes[0], None, "max")
+    assert capped_share <= 25 and free >= 60, (capped_share, free)
