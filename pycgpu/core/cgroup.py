@@ -443,6 +443,15 @@ class Cgroup:
     def set_weight(self, weight: int | None, dev: formats.DevT | None = None) -> None:
         self.write("gpu.weight", formats.format_weight_write(weight, dev))
 
+    def caps(self) -> formats.Caps:
+        """gpu.max: the default cap and the per-device overrides."""
+        return self.parsed("gpu.max", formats.parse_max)
+
+    def set_cap(self, cap: formats.Cap | None, dev: formats.DevT | None = None) -> None:
+        """Write gpu.max's default line (dev None) or a device's override;
+        cap None drops the override, ``Cap()`` lifts the cap."""
+        self.write("gpu.max", formats.format_max_write(cap, dev))
+
     def priority(self) -> formats.Priority:
         """gpu.priority: a number, or :data:`pycgpu.core.formats.UNSET` when
         the group has none of its own (it reads ``default``)."""

@@ -5,6 +5,8 @@ One function pair per file format of Documentation/admin-guide/cgroup-v2.rst
 
 - single value, ``-5``: gpu.priority (or ``default``: none of its own), gpu.priority.effective
 - weight (io.weight style), ``default 100`` then ``226:128 300``: gpu.weight
+- cap (cpu.max style per device), ``default max 100000`` then ``226:128 30000 100000``:
+  gpu.max
 - flat keyed, ``226:128 1048576`` or ``226:128 max``: gpu.memory.max, .current, .peak
 - nested keyed, ``226:128 usage_usec=10 wait_usec=2``: gpu.stat, gpu.memory.events[.local]
 - region keyed (the dmem controller's), ``drm/0000:03:00.0/vram0 1048576`` or ``... max``:
@@ -239,6 +241,91 @@ def format_weight_write(weight: int | None, dev: DevT | None = None) -> str:
 def format_weight(weights: Weights) -> str:
     lines = [f"{DEFAULT} {weights.default}"]
     lines += [f"{dev} {w}" for dev, w in sorted(weights.devices.items())]
+    return "\n".join(lines) + "\n"
+
+
+# cap: gpu.max ------------------------------------------------------------------
+
+# the kernel's bounds (cpu.max's), microseconds
+CAP_MIN_US, PERIOD_MIN_US, PERIOD_DEFAULT_US, PERIOD_MAX_US = 1000, 1000, 100000, 1000000
+
+
+@dataclass(frozen=True)
+class Cap:
+    """One line of gpu.max: at most ``max_us`` of every ``period_us`` of each
+    engine of a device; ``max_us`` None: no cap."""
+
+    max_us: int | None = None
+    period_us: int = PERIOD_DEFAULT_US
+
+    @property
+    def percent(self) -> float | None:
+        """The cap as a part of each engine, percent; None: no cap."""
+        return None if self.max_us is None else 100 * self.max_us / self.period_us
+
+    def __str__(self) -> str:
+        return f"{MAX if self.max_us is None else self.max_us} {self.period_us}"
+
+
+def check_cap(cap: Cap) -> Cap:
+    """@cap, if the kernel takes it: PERIOD in [1000, 1000000] µs, MAX at
+    least 1000 µs and at most PERIOD (a cap per engine)."""
+    if not PERIOD_MIN_US <= cap.period_us <= PERIOD_MAX_US:
+        raise FormatError(f"period {cap.period_us} µs is out of range "
+                          f"[{PERIOD_MIN_US}, {PERIOD_MAX_US}]")
+    if cap.max_us is not None and not CAP_MIN_US <= cap.max_us <= cap.period_us:
+        raise FormatError(f"cap {cap.max_us} µs is out of range [{CAP_MIN_US}, "
+                          f"{cap.period_us}] (at least 1 ms, at most the period)")
+    return cap
+
+
+@dataclass
+class Caps:
+    """gpu.max: the default line and the per-device overrides."""
+
+    default: Cap = field(default_factory=Cap)
+    devices: dict[DevT, Cap] = field(default_factory=dict)
+
+    def for_device(self, dev: DevT) -> Cap:
+        return self.devices.get(dev, self.default)
+
+
+def _parse_cap(words: list[str], what: str) -> Cap:
+    if len(words) != 2:
+        raise FormatError(f"{what} is not 'MAX PERIOD'")
+    max_us = None if words[0] == MAX else parse_number(words[0], f"{what}'s MAX", signed=False)
+    return Cap(max_us, parse_number(words[1], f"{what}'s PERIOD", signed=False))
+
+
+def parse_max(text: str) -> Caps:
+    lines = _lines(text)
+    if not lines:
+        raise FormatError("gpu.max is empty")
+    first = lines[0].split()
+    if not first or first[0] != DEFAULT:
+        raise FormatError(f"gpu.max must start with 'default MAX PERIOD', not {lines[0]!r}")
+    caps = Caps(default=_parse_cap(first[1:], "gpu.max's default line"))
+    for line in lines[1:]:
+        words = line.split()
+        if not words:
+            raise FormatError(f"gpu.max line {line!r} is not 'MAJ:MIN MAX PERIOD'")
+        caps.devices[DevT.parse(words[0])] = _parse_cap(words[1:], f"gpu.max line {line!r}")
+    return caps
+
+
+def format_max_write(cap: Cap | None, dev: DevT | None = None) -> str:
+    """One write to gpu.max: the default line (dev None) or a device's
+    override; cap None drops a device's override."""
+    if cap is None:
+        if dev is None:
+            raise FormatError("the default line of gpu.max needs a cap ('max' for none)")
+        return f"{dev} {DEFAULT}"
+    return f"{DEFAULT if dev is None else dev} {check_cap(cap)}"
+
+
+def format_max(caps: Caps) -> str:
+    lines = [f"{DEFAULT} {caps.default}"]
+    lines += [f"{dev} {cap}" for dev, cap in sorted(caps.devices.items())]
     return "\n".join(lines) + "\n"
 
 

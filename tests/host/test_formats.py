@@ -162,3 +162,54 @@ def test_check_size():
     assert f.check_size(f.SIZE_MAX) == f.SIZE_MAX
     with pytest.raises(FormatError, match="out of range"):
         f.check_size(f.SIZE_MAX + 1)
+
+
+# gpu.max ---------------------------------------------------------------------
+
+
+def test_parse_max_default_only():
+    caps = f.parse_max("default max 100000\n")
+    assert caps.default == f.Cap() and caps.devices == {}
+    assert caps.for_device(DEV).percent is None
+
+
+def test_parse_max_overrides_roundtrip():
+    text = "default 30000 100000\n226:128 max 50000\n226:129 1000 1000\n"
+    caps = f.parse_max(text)
+    assert caps.default == f.Cap(30000, 100000) and caps.default.percent == 30
+    assert caps.devices == {DEV: f.Cap(None, 50000), DevT(226, 129): f.Cap(1000, 1000)}
+    assert caps.for_device(DevT(226, 130)) == caps.default
+    assert caps.for_device(DevT(226, 129)).percent == 100
+    assert f.format_max(caps) == text
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["", "max 100000\n", "default\n", "default max\n", "default x 100000\n",
+     "default 1000 100000 5\n", "default max 100000\n226:128\n",
+     "default max 100000\n226:128 30000\n", "default max 100000\nfoo 1 2\n",
+     "default -5 100000\n"],
+)
+def test_parse_max_rejects(bad):
+    with pytest.raises(FormatError):
+        f.parse_max(bad)
+
+
+def test_format_max_write():
+    assert f.format_max_write(f.Cap(30000)) == "default 30000 100000"
+    assert f.format_max_write(f.Cap()) == "default max 100000"
+    assert f.format_max_write(f.Cap(20000, 40000), DEV) == "226:128 20000 40000"
+    assert f.format_max_write(None, DEV) == "226:128 default"
+    with pytest.raises(FormatError):
+        f.format_max_write(None)
+
+
+@pytest.mark.parametrize(
+    "cap", [f.Cap(999), f.Cap(30000, 999), f.Cap(30000, 1000001), f.Cap(200000, 100000)]
+)
+def test_format_max_write_refuses_what_the_kernel_refuses(cap):
+    """The kernel's bounds (gpu.c: ERANGE), so that the library says why
+    before the write does."""
+    with pytest.raises(FormatError, match="out of range"):
+        f.format_max_write(cap, DEV)
+
