@@ -71,6 +71,19 @@ def test_rejected_and_unchanged(cgroup, gpu_dev, write, err):
     assert cgroup.read("gpu.max") == before
 
 
+def test_library_calls(cgroup, gpu_dev):
+    """pycgpu's Cgroup.caps()/set_cap() against the kernel's file."""
+    cgroup.set_cap(formats.Cap(30000))
+    cgroup.set_cap(formats.Cap(20000, 40000), gpu_dev)
+    caps = cgroup.caps()
+    assert caps.default == formats.Cap(30000, 100000)
+    assert caps.for_device(gpu_dev) == formats.Cap(20000, 40000)
+    assert caps.for_device(gpu_dev).percent == 50
+    cgroup.set_cap(None, gpu_dev)
+    cgroup.set_cap(formats.Cap())
+    assert cgroup.caps() == formats.Caps()
+
+
 def test_a_device_that_cannot_hold_work_refuses_a_cap(cgroup, vgem):
     """vgem has no engine: a cap there could not act (as a weight)."""
     assert raw_write(cgroup, "gpu.max", f"{vgem} 30000") == errno.EOPNOTSUPP
