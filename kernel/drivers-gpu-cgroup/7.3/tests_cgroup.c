@@ -1699,6 +1699,33 @@ static void drm_sched_cgroup_tree(struct kunit *test)
 	KUNIT_EXPECT_LE(test, worst, 10U);
 }
 
+/*
+ * Starts @n clients on a device of the test's own with one mock scheduler
+ * of one slot (*@sched), their entities in @entities, each counting over
+ * @ms from now; returns now. cg_clients_stop() and cg_teardown() undo it.
+ */
+static ktime_t cg_clients_start(struct kunit *test, struct cg_client *clients,
+				unsigned int n,
+				struct drm_mock_sched_entity **entities,
+				struct drm_mock_scheduler **sched, unsigned int ms)
+{
+	struct gpucg_device *dev = cg_setup(test, sched, 1, 1);
+	unsigned int i;
+	ktime_t start;
+
+	for (i = 0; i < n; i++) {
+		cg_client_setup(test, &clients[i], dev, *sched, i);
+		entities[i] = clients[i].entity;
+	}
+	start = ktime_get();
+	for (i = 0; i < n; i++) {
+		clients[i].window_start = start;
+		clients[i].window_end = ktime_add_ms(start, ms);
+		kthread_queue_work(clients[i].worker, &clients[i].work);
+	}
+	return start;
+}
+
 struct cg_change_case {
 	const char *description;
 	u32 weight;		/* the second cgroup's, from half-time on */
@@ -1747,8 +1774,7 @@ static void drm_sched_cgroup_change(struct kunit *test)
 	};
 	struct drm_mock_sched_entity *entities[2];
 	struct drm_mock_scheduler *sched;
-	struct gpucg_device *dev;
-	unsigned int i, b, at, share, changed_ms, settled = nr;
+	unsigned int b, at, share, changed_ms, settled = nr;
 	ktime_t start, changed;
 	char *series;
 
@@ -1761,17 +1787,7 @@ static void drm_sched_cgroup_change(struct kunit *test)
 	series = kunit_kzalloc(test, CG_SERIES_LEN, GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, series);
 	cg_buckets(test, clients, 2, CG_CHANGE_RUN_MS);
-	dev = cg_setup(test, &sched, 1, 1);
-	for (i = 0; i < 2; i++) {
-		cg_client_setup(test, &clients[i], dev, sched, i);
-		entities[i] = clients[i].entity;
-	}
-	start = ktime_get();
-	for (i = 0; i < 2; i++) {
-		clients[i].window_start = start;
-		clients[i].window_end = ktime_add_ms(start, CG_CHANGE_RUN_MS);
-		kthread_queue_work(clients[i].worker, &clients[i].work);
-	}
+	start = cg_clients_start(test, clients, 2, entities, &sched, CG_CHANGE_RUN_MS);
 	msleep(CG_CHANGE_AT_MS);
 	/* a timer's jiffy later than asked, maybe: measured from when it is */
 	changed = ktime_get();
@@ -1895,7 +1911,6 @@ static void drm_sched_cgroup_max(struct kunit *test)
 	unsigned int settled = nr, changed_ms = 0;
 	u64 busy[2] = {}, got, other;
 	struct drm_mock_scheduler *sched;
-	struct gpucg_device *dev;
 	struct gpucg *parent = NULL;
 	ktime_t start, changed;
 	char *series;
@@ -1911,17 +1926,7 @@ static void drm_sched_cgroup_max(struct kunit *test)
 	series = kunit_kzalloc(test, CG_SERIES_LEN, GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, series);
 	cg_buckets(test, clients, n, CG_MAX_RUN_MS);
-	dev = cg_setup(test, &sched, 1, 1);
-	for (i = 0; i < n; i++) {
-		cg_client_setup(test, &clients[i], dev, sched, i);
-		entities[i] = clients[i].entity;
-	}
-	start = ktime_get();
-	for (i = 0; i < n; i++) {
-		clients[i].window_start = start;
-		clients[i].window_end = ktime_add_ms(start, CG_MAX_RUN_MS);
-		kthread_queue_work(clients[i].worker, &clients[i].work);
-	}
+	start = cg_clients_start(test, clients, n, entities, &sched, CG_MAX_RUN_MS);
 	if (c->then_us) {
 		msleep(CG_MAX_CHANGE_MS);
 		changed = ktime_get();
@@ -1993,9 +1998,7 @@ static void drm_sched_cgroup_hop(struct kunit *test)
 	struct cg_client *clients, *plain;
 	struct drm_mock_scheduler *sched;
 	unsigned int i, b, share, worst = 0, worst_plain = 0, want;
-	struct gpucg_device *dev;
 	struct gpucg *groups[2];
-	ktime_t start;
 	char *series;
 
 	cg_virtual_time_only(test);
@@ -2017,17 +2020,7 @@ static void drm_sched_cgroup_hop(struct kunit *test)
 	/* upstream's policy alone: no cgroups to hop between */
 	cg_run_for(test, plain, 3, 1, true, CG_HOP_STAYS * CG_HOP_MS);
 
-	dev = cg_setup(test, &sched, 1, 1);
-	for (i = 0; i < 3; i++) {
-		cg_client_setup(test, &clients[i], dev, sched, i);
-		entities[i] = clients[i].entity;
-	}
-	start = ktime_get();
-	for (i = 0; i < 3; i++) {
-		clients[i].window_start = start;
-		clients[i].window_end = ktime_add_ms(start, CG_HOP_STAYS * CG_HOP_MS);
-		kthread_queue_work(clients[i].worker, &clients[i].work);
-	}
+	cg_clients_start(test, clients, 3, entities, &sched, CG_HOP_STAYS * CG_HOP_MS);
 	for (i = 1; i <= CG_HOP_STAYS; i++) {
 		msleep(CG_HOP_MS);
 		if (i < CG_HOP_STAYS)
