@@ -1,6 +1,6 @@
 """A reference model of the gpu controller's interface files, written from
 kernel/cgroup/gpu.c and lib/kstrtox.c, not from pycgpu's parsers: what a
-write to gpu.weight, gpu.priority or gpu.memory.max does (the errno it
+write to gpu.weight, gpu.priority, gpu.max or gpu.memory.max does (the errno it
 fails with, or the state it leaves) and the canonical text each file reads
 back as; and gpu.priority.effective from the priorities on a path.
 
@@ -93,6 +93,34 @@ def size(s: bytes) -> int:
 
 
 PRIO_UNSET = b"default"
+U32_MAX = (1 << 32) - 1
+PERIOD_DFL, PERIOD_MIN, PERIOD_MAX, MAX_MIN = 100000, 1000, 1000000, 1000
+
+
+def kstrtou32(s: bytes) -> int:
+    v = kstrtoull(s)
+    if v > U32_MAX:
+        raise Refused(errno.ERANGE)
+    return v
+
+
+def cap(w: list[bytes], current: tuple[int, int]) -> tuple[int, int]:
+    """gpucg_parse_cap(): ``MAX [PERIOD]`` over @current (max_us, 0 for
+    none; period_us, 0 for the default), the period kept if not given."""
+    if not 1 <= len(w) <= 2:
+        raise Refused(errno.EINVAL)
+    mx, period = 0, current[1] or PERIOD_DFL
+    if w[0] != b"max":
+        mx = kstrtou32(w[0])
+        if mx < MAX_MIN:
+            raise Refused(errno.ERANGE)
+    if len(w) == 2:
+        period = kstrtou32(w[1])
+        if not PERIOD_MIN <= period <= PERIOD_MAX:
+            raise Refused(errno.ERANGE)
+    if mx > period:
+        raise Refused(errno.ERANGE)
+    return mx, period
 
 
 def effective(priorities: list[int | None]) -> int:
@@ -116,8 +144,13 @@ class Model:
     group's priority is unset, and a write of ``default`` unsets it);
     False: a kernel before it (a new group's is 0, ``default`` is EINVAL)."""
 
-    def __init__(self, devices: dict[tuple[int, int], bool], unset: bool = True) -> None:
+    def __init__(self, devices: dict[tuple[int, int], bool], unset: bool = True,
+                 caps: dict[tuple[int, int], bool] | None = None) -> None:
         self.devices = devices  # key -> schedules
+        # key -> an engine of it can hold work back (gpu.max); default: where it schedules
+        self.caps = dict(devices) if caps is None else caps
+        self.cap: tuple[int, int] = (0, 0)  # gpu.max's default line: (max_us, period_us)
+        self.dev_caps: dict[tuple[int, int], tuple[int, int]] = {}
         self.default, self.weights = 100, {}
         self.unset = unset
         self.priority: int | None = None if unset else 0  # None: unset
@@ -156,6 +189,8 @@ class Model:
             if not -1023 <= v <= 1023:
                 raise Refused(errno.ERANGE)
             self.priority = v
+        elif name == "gpu.max":
+            self._write_max(text)
         else:
             w = words(text, 2)
             if len(w) != 2:
@@ -165,6 +200,26 @@ class Model:
                 raise Refused(errno.EINVAL)
             self.mem[dev] = v
 
+    def _write_max(self, text: bytes) -> None:
+        """gpu_max_write()."""
+        w = words(text, 3)
+        if not w:
+            raise Refused(errno.EINVAL)
+        keyed = w[0] == b"default" or b":" in w[0]
+        if not keyed or w[0] == b"default":
+            self.cap = cap(w[1:] if keyed else w, self.cap)
+            return
+        dev = devt(w[0])
+        if dev not in self.devices:
+            raise Refused(errno.EINVAL)
+        if len(w) == 2 and w[1] == b"default":
+            self.dev_caps.pop(dev, None)
+            return
+        new = cap(w[1:], self.dev_caps.get(dev, self.cap))
+        if not self.caps.get(dev):
+            raise Refused(errno.EOPNOTSUPP)
+        self.dev_caps[dev] = new
+
     def render(self, name: str) -> str:
         """The file's text, as gpu.c's show functions print it: devices in
         registration order (the order of @devices)."""
@@ -173,6 +228,12 @@ class Model:
                 f"{d[0]}:{d[1]} {self.weights[d]}\n" for d in self.devices if d in self.weights)
         if name == "gpu.priority":
             return ("default" if self.priority is None else str(self.priority)) + "\n"
+        if name == "gpu.max":
+            def line(c: tuple[int, int]) -> str:
+                return f"{c[0] or 'max'} {c[1] or PERIOD_DFL}\n"
+            return f"default {line(self.cap)}" + "".join(
+                f"{d[0]}:{d[1]} {line(self.dev_caps[d])}" for d in self.devices
+                if d in self.dev_caps)
         return "".join(f"{d[0]}:{d[1]} " + ("max" if v == U64_MAX else str(v)) + "\n"
                        for d, v in self.read(name).items())  # type: ignore[union-attr]
 
@@ -185,6 +246,8 @@ class Model:
             self.default, self.weights = got  # type: ignore[misc]
         elif name == "gpu.priority":
             self.priority = got  # type: ignore[assignment]
+        elif name == "gpu.max":
+            self.cap, self.dev_caps = got  # type: ignore[misc]
         else:
             self.mem = {d: v for d, v in got.items() if v != U64_MAX}  # type: ignore[union-attr]
 
@@ -193,6 +256,8 @@ class Model:
             return (self.default, dict(self.weights))
         if name == "gpu.priority":
             return self.priority
+        if name == "gpu.max":
+            return (self.cap, dict(self.dev_caps))
         return {d: self.mem.get(d, U64_MAX) for d in self.devices}
 
 
@@ -211,6 +276,17 @@ def parse_back(name: str, text: str) -> object:
     if name == "gpu.priority":
         assert len(lines) == 1
         return None if lines[0] == "default" else int(lines[0])
+    if name == "gpu.max":
+        def cap_of(mx: str, period: str) -> tuple[int, int]:
+            return (0 if mx == "max" else int(mx), int(period))
+        key, mx, period = lines[0].split(" ")
+        assert key == "default", text
+        default, caps = cap_of(mx, period), {}
+        for line in lines[1:]:
+            key, mx, period = line.split(" ")
+            maj, mnr = key.split(":")
+            caps[(int(maj), int(mnr))] = cap_of(mx, period)
+        return (default, caps)
     out = {}
     for line in lines:
         key, v = line.split(" ")

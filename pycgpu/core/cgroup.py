@@ -232,6 +232,10 @@ def _refusal(e: OSError, path: Path, value: str) -> CgroupError:
     elif code == errno.EOPNOTSUPP and path.name == "gpu.weight":
         why = ("the device has no scheduler that follows the gpu controller "
                "(gpu.stat shows sched=0 for it): a weight could not act there")
+    elif code == errno.EOPNOTSUPP and path.name == "gpu.max":
+        why = ("no engine of the device can hold work back, which a cap needs (its queues "
+               "are scheduled by firmware or by the driver per queue: the kernel README's "
+               "driver table says where gpu.max is enforced)")
     elif code == errno.EBUSY and path.name == "cgroup.subtree_control":
         why = "busy (the group has processes: move them into a leaf group first)"
     elif code in (errno.EACCES, errno.EPERM) and delegated_to_caller(path):

@@ -22,6 +22,7 @@ import enum
 import functools
 import re
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Final, NamedTuple, TypeAlias
 
 from .errors import Error
@@ -321,6 +322,74 @@ def format_max_write(cap: Cap | None, dev: DevT | None = None) -> str:
             raise FormatError("the default line of gpu.max needs a cap ('max' for none)")
         return f"{dev} {DEFAULT}"
     return f"{DEFAULT if dev is None else dev} {check_cap(cap)}"
+
+
+# a cap as people write it (options, annotations, the device plugin's
+# settings): ``30%``, ``12.5%/50ms``, ``30ms/100ms``, ``30000/100000`` (µs), ``max``
+_CAP_PERCENT = re.compile(r"([0-9]{1,3}(?:\.[0-9]{1,4})?)%")
+_DURATION = re.compile(r"([0-9]{1,7}(?:\.[0-9]{1,6})?)(us|µs|ms|s)?")
+_DURATION_US = {None: 1, "us": 1, "µs": 1, "ms": 1000, "s": 1000000}
+CAP_EXPECTED = ("P% of each engine (30%, 12.5%/50ms), MAX/PERIOD (30ms/100ms, "
+                "30000/100000 in µs), or max")
+
+
+def _duration_us(text: str, what: str) -> int:
+    m = _DURATION.fullmatch(text.strip())
+    value = Fraction(m.group(1)) * _DURATION_US[m.group(2)] if m else Fraction(1, 2)
+    if value.denominator != 1:
+        raise FormatError(f"{what} {shown(text.strip())} is not a duration of whole µs (30ms, "
+                          "0.5s, 30000 in µs)")
+    return int(value)
+
+
+def parse_cap(text: str, what: str = "cap") -> Cap:
+    """A cap as people write it: ``max`` (none); ``P%`` of each engine
+    (up to 4 decimals) with an optional ``/PERIOD``; ``MAX/PERIOD`` or
+    ``MAX`` as durations (``us``, ``ms``, ``s``; a bare number is µs, as
+    the kernel's). The period defaults to 100 ms, cpu.max's. Checked
+    against the kernel's bounds (:func:`check_cap`); :class:`FormatError`
+    naming @what."""
+    head, sep, tail = text.strip().partition("/")
+    try:
+        period = _duration_us(tail, "the period") if sep else PERIOD_DEFAULT_US
+        if head == MAX:
+            return check_cap(Cap(None, period))
+        m = _CAP_PERCENT.fullmatch(head)
+        if m:
+            part = Fraction(m.group(1))
+            if part > 100:
+                raise FormatError(f"{m.group(1)}% is more than all of an engine")
+            return check_cap(Cap(round(part * period / 100), period))
+        if head.endswith("%"):
+            raise FormatError(f"{shown(head)} is not a percentage; give {CAP_EXPECTED}")
+        return check_cap(Cap(_duration_us(head, "the cap"), period))
+    except FormatError as e:
+        raise FormatError(f"{what}: {e}") from None
+
+
+def format_cap(cap: Cap) -> str:
+    """@cap as people read it: ``max``, ``30% (30ms/100ms)``; a text
+    :func:`parse_cap` reads back from the part after the space removed."""
+    if cap.max_us is None:
+        return MAX if cap.period_us == PERIOD_DEFAULT_US else f"{MAX}/{_duration(cap.period_us)}"
+    percent = Fraction(100 * cap.max_us, cap.period_us)
+    pct = f"{float(percent):.4f}".rstrip("0").rstrip(".")
+    return f"{pct}% ({_duration(cap.max_us)}/{_duration(cap.period_us)})"
+
+
+def format_cap_write(cap: Cap) -> str:
+    """@cap in the words :func:`parse_cap` reads exactly: ``max``,
+    ``30ms/100ms``, ``max/50ms``."""
+    if cap.max_us is None:
+        return MAX if cap.period_us == PERIOD_DEFAULT_US else f"{MAX}/{_duration(cap.period_us)}"
+    return f"{_duration(cap.max_us)}/{_duration(cap.period_us)}"
+
+
+def _duration(us: int) -> str:
+    for unit, n in (("s", 1000000), ("ms", 1000)):
+        if us % n == 0:
+            return f"{us // n}{unit}"
+    return f"{us}us"
 
 
 def format_max(caps: Caps) -> str:

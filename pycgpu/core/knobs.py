@@ -30,7 +30,7 @@ from .errors import Error
 from .formats import DevT
 from .memory import Interface, Region, RegionError
 
-WEIGHT, PRIORITY, MEMORY_MAX = "gpu.weight", "gpu.priority", "gpu.memory.max"
+WEIGHT, PRIORITY, MEMORY_MAX, MAX = "gpu.weight", "gpu.priority", "gpu.memory.max", "gpu.max"
 
 # what went wrong, as :attr:`pycgpu.Error.reason` (and :attr:`Notice.reason`) say
 # it, for a caller adding its own advice (the CLI: commands/common.py)
@@ -101,7 +101,9 @@ def gpu_memory_region(dev: DevT) -> Region:
 @dataclass
 class Settings:
     """Knobs to set; empty fields are left alone. A device weight or memory
-    limit of None resets it (``MAJ:MIN default`` / ``MAJ:MIN max``). Memory
+    limit of None resets it (``MAJ:MIN default`` / ``MAJ:MIN max``); so does
+    a cap of None (``MAJ:MIN default``: the device follows the default
+    line again); the cap keyed None is gpu.max's default line. Memory
     limits are per region of the kernel's memory interface: gpu.memory.max,
     or dmem.max on a kernel whose memory is dmem's (:mod:`pycgpu.core.memory`:
     ``Interface.region_of``, ``Interface.resolve``)."""
@@ -111,10 +113,12 @@ class Settings:
     # formats.UNSET writes ``default``: the group inherits its parent's effective priority
     priority: formats.Priority | None = None
     memory_max: dict[Region, int | None] = field(default_factory=dict)
+    # gpu.max: None keys the default line; a device's None drops its override
+    caps: dict[DevT | None, formats.Cap | None] = field(default_factory=dict)
 
     def is_empty(self) -> bool:
         return (self.weight is None and not self.device_weights and self.priority is None
-                and not self.memory_max)
+                and not self.memory_max and not self.caps)
 
     def files(self) -> list[str]:
         """The interface files these settings write."""
@@ -123,6 +127,8 @@ class Settings:
             out.append(WEIGHT)
         if self.priority is not None:
             out.append(PRIORITY)
+        if self.caps:
+            out.append(MAX)
         out += sorted({region.file("max") for region in self.memory_max})
         return out
 
@@ -136,6 +142,10 @@ class Settings:
                 out.append(Write(WEIGHT, formats.format_weight_write(w, dev), dev))
             if self.priority is not None:
                 out.append(Write(PRIORITY, formats.format_priority(self.priority)))
+            # the default line first: a device's override is written beside it
+            for key, cap in sorted(self.caps.items(), key=lambda kv: (kv[0] is not None,
+                                                                      kv[0] or DevT(0, 0))):
+                out.append(Write(MAX, formats.format_max_write(cap, key), key))
             for region, size in sorted(self.memory_max.items(), key=lambda kv: kv[0].key):
                 out.append(Write(region.file("max"), region.write(size), region.kernel_key))
         except formats.FormatError as e:
@@ -157,6 +167,7 @@ class Names:
     weight: str = "weight"
     priority: str = "priority"
     memory_max: str = "memory.max"
+    max: str = "max"
 
 
 def _number(what: str, text: str, expected: str, check: Callable[[int], int]) -> int:
@@ -201,10 +212,13 @@ def _region(resolve: DeviceResolver, memory: Interface | None, text: str,
 def parse_settings(weights: tuple[str, ...] | list[str],
                    priority: str | tuple[str, ...] | list[str] | None,
                    memory_max: tuple[str, ...] | list[str], resolve: DeviceResolver,
-                   names: Names = Names(), memory: Interface | None = None) -> Settings:
+                   names: Names = Names(), memory: Interface | None = None, *,
+                   caps: tuple[str, ...] | list[str] = ()) -> Settings:
     """Settings from the texts of the knob options (``W``, ``DEV=W``,
     ``DEV=default``; ``N`` or ``default``, or the texts of a repeated option,
-    of which there must be one at most; ``DEV=SIZE`` or ``DEV:REGION=SIZE``), checked;
+    of which there must be one at most; ``DEV=SIZE`` or ``DEV:REGION=SIZE``;
+    @caps ``CAP``, ``default=CAP``, ``DEV=CAP`` or ``DEV=default``, CAP as
+    :func:`pycgpu.core.formats.parse_cap` reads it), checked;
     raises :class:`InvalidRequest` naming the value as @names calls it.
     Memory limits name regions of @memory, the kernel's memory interface
     (None: gpu.memory.*, one region per device)."""
@@ -247,6 +261,22 @@ def parse_settings(weights: tuple[str, ...] | list[str],
         if region in settings.memory_max:
             raise InvalidRequest(f"{what}: the limit of {region.key} is given twice")
         settings.memory_max[region] = size
+    for raw in caps:
+        what = f"{names.max} {formats.shown(raw)}"
+        dev_text, sep, value = raw.rpartition("=")
+        key = (_device(resolve, dev_text, what)
+               if sep and dev_text.strip() != formats.DEFAULT else None)
+        if key is not None and value.strip() == formats.DEFAULT:
+            cap = None
+        else:
+            try:
+                cap = formats.parse_cap(value, what)
+            except formats.FormatError as e:
+                raise InvalidRequest(str(e)) from None
+        if key in settings.caps:
+            raise InvalidRequest(f"{what}: the cap of {key or 'the default line'} is "
+                                 "given twice")
+        settings.caps[key] = cap
     return settings
 
 

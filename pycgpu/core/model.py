@@ -69,6 +69,21 @@ def _weight_json(w: Weights) -> dict[str, Any]:
     return {"default": w.default, "devices": _keyed(w.devices)}
 
 
+def _cap_json(cap: formats.Cap) -> dict[str, Any]:
+    return {"max_us": cap.max_us, "period_us": cap.period_us}
+
+
+def _caps_json(caps: formats.Caps) -> dict[str, Any]:
+    return {"default": _cap_json(caps.default),
+            "devices": {str(k): _cap_json(v) for k, v in caps.devices.items()}}
+
+
+# a gpu.max line: max_us null is no cap
+_CAP: dict[str, Any] = {"type": "object", "required": ["max_us", "period_us"],
+                        "properties": {"max_us": {"type": ["integer", "null"]},
+                                       "period_us": _INT}}
+
+
 def _same(value: Any) -> Any:
     return value
 
@@ -97,6 +112,11 @@ class KernelFile:
             if dev is None:
                 return formats.format_weight_write(value.default)
             return formats.format_weight_write(value.devices.get(dev), dev)
+        if self.name == "gpu.max":
+            dev = DevT.parse(key) if isinstance(key, str) else key
+            if dev is None:
+                return formats.format_max_write(value.default)
+            return formats.format_max_write(value.devices.get(dev), dev)
         if self.name == "gpu.memory.max" and key is not None:
             dev = DevT.parse(key) if isinstance(key, str) else key
             return formats.format_flat_keyed_write(dev, value.get(dev))
@@ -117,6 +137,10 @@ FILES: tuple[KernelFile, ...] = (
     KernelFile("gpu.priority.effective", "priority_effective",
                partial(formats.parse_number, what="gpu.priority.effective"),
                COUNTER, ("priority_effective",), _same, _INT),
+    # added in v1: a kernel with gpu.max (the hard cap on GPU time)
+    KernelFile("gpu.max", "caps", formats.parse_max, SETTING, ("max",), _caps_json,
+               {"type": "object", "required": ["default", "devices"],
+                "properties": {"default": _CAP, "devices": _per_device(_CAP)}}),
     KernelFile("gpu.memory.max", "memory_max", formats.parse_flat_keyed, SETTING,
                ("memory", "max"), _keyed, _per_device({"type": ["integer", "null"]})),
     KernelFile("gpu.memory.current", "memory_current", formats.parse_flat_keyed, COUNTER,
@@ -152,7 +176,7 @@ FILE: dict[str, KernelFile] = {f.name: f for f in FILES}
 # gpu.stat first (a group without it has no gpu-enabled descendants)
 USAGE_FILES: tuple[str, ...] = ("gpu.stat", "gpu.memory.current", "gpu.memory.max",
                                 "gpu.memory.peak", "gpu.memory.events", "gpu.weight",
-                                "gpu.priority", "gpu.priority.effective")
+                                "gpu.priority", "gpu.priority.effective", "gpu.max")
 
 
 @dataclass(frozen=True)
@@ -167,6 +191,7 @@ class GroupFiles:
     weight: Weights | None = None
     priority: formats.Priority | None = None
     priority_effective: int | None = None
+    caps: formats.Caps | None = None
     memory_max: Mapping[DevT, int | None] | None = None
     memory_current: Mapping[DevT, int | None] | None = None
     memory_peak: Mapping[DevT, int | None] | None = None

@@ -224,6 +224,15 @@ STAT_SCHEMA: dict[str, Any] = {
                             "wait_usec": _NONNEG,
                             "gpu_percent": _PCT,
                             "wait_percent": _PCT,
+                            # gpu.max on the device and gpu.stat's throttling
+                            # counters, where the kernel has them (added in v1)
+                            "cap": {"type": "object", "required": ["max_us", "period_us"],
+                                    "properties": {"max_us": {"type": ["integer", "null"]},
+                                                   "period_us": _NONNEG}},
+                            "nr_periods": _NONNEG,
+                            "nr_throttled": _NONNEG,
+                            "throttled_usec": _NONNEG,
+                            "throttled_percent": _PCT,
                             "engines": {
                                 "type": "object",
                                 "additionalProperties": {

@@ -5,7 +5,9 @@ interface:
   files of every group that has them: ``gpu.stat`` (GPU time and wait time,
   µs, hierarchical, kept after the processes exit), ``gpu.memory.current``,
   ``.max``, ``.peak``, ``.events`` (``max=N``: allocations refused at a
-  limit), ``gpu.weight`` and ``gpu.priority[.effective]``.
+  limit), ``gpu.weight``, ``gpu.priority[.effective]``, and ``gpu.max`` with
+  ``gpu.stat``'s throttling counters (``nr_periods``, ``nr_throttled``,
+  ``throttled_usec``) where the kernel has the hard cap.
 - :class:`~pycgpu.monitoring.fdinfo.FdinfoSource` scans ``/proc/*/fdinfo`` for
   DRM clients (Documentation/gpu/drm-usage-stats.rst), on any kernel and any
   DRM driver: ``drm-engine-*`` busy time, ``drm-total-*``/``drm-resident-*``
@@ -31,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.errors import Error
-from ..core.formats import DevT, Priority
+from ..core.formats import Cap, DevT, Priority
 
 KERNEL, FDINFO, AUTO = "kernel", "fdinfo", "auto"
 SOURCES = (AUTO, KERNEL, FDINFO)
@@ -60,6 +62,12 @@ class DeviceUsage:
     # the keys of @memory; @memory then has the sums of current and limit_hits
     memory_regions: dict[str, dict[str, int | None]] = field(default_factory=dict)
     weight: int | None = None  # kernel: gpu.weight for this device
+    # kernel, where it has gpu.max: the cap on this device (max_us None: none),
+    # and gpu.stat's periods of GPU work, periods throttled, time throttled
+    cap: Cap | None = None
+    periods: int | None = None
+    throttled: int | None = None
+    throttled_ns: int | None = None
     clients: int | None = None  # fdinfo: distinct DRM clients
     driver: str | None = None  # fdinfo: drm-driver
 
@@ -187,6 +195,8 @@ class Rates:
     interval_s: float
     gpu_percent: float | None = None
     wait_percent: float | None = None
+    # the share of the interval the group's work on the device was held back by its cap
+    throttled_percent: float | None = None
     engines: dict[str, float] = field(default_factory=dict)
 
 
@@ -216,6 +226,8 @@ def rates(prev: Sample | None, cur: Sample) -> dict[tuple[str, DevT], Rates]:
                 r.gpu_percent = _pct(du.gpu_time_ns - (old.gpu_time_ns or 0), interval)
             if du.wait_ns is not None:
                 r.wait_percent = _pct(du.wait_ns - (old.wait_ns or 0), interval)
+            if du.throttled_ns is not None:
+                r.throttled_percent = _pct(du.throttled_ns - (old.throttled_ns or 0), interval)
             for name, eng in du.engines.items():
                 was = old.engines.get(name)
                 r.engines[name] = _pct(eng.busy_ns - (was.busy_ns if was else 0), interval,

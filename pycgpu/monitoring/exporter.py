@@ -93,6 +93,25 @@ DEVICE_FAMILIES: dict[str, Family] = {
         "(gpu.memory.events max)."),
     "pycgpu_gpu_weight": _fam(
         "gauge", "kernel", LABELS, "The group's gpu.weight on the device."),
+    "pycgpu_gpu_max_ratio": _fam(
+        "gauge", "kernel", LABELS,
+        "The group's gpu.max on the device as a part of each engine (0.3: 30 ms of every "
+        "100 ms); absent when it is max (no cap)."),
+    "pycgpu_gpu_max_period_seconds": _fam(
+        "gauge", "kernel", LABELS,
+        "The period of the group's gpu.max on the device; absent when it is max."),
+    "pycgpu_gpu_periods_total": _fam(
+        "counter", "kernel", LABELS,
+        "Periods of gpu.max in which the group's capped work used the device (gpu.stat "
+        "nr_periods); absent while the group has no cap and none acted."),
+    "pycgpu_gpu_throttled_periods_total": _fam(
+        "counter", "kernel", LABELS,
+        "Times the group's work on the device was held back by its cap or an ancestor's "
+        "(gpu.stat nr_throttled)."),
+    "pycgpu_gpu_throttled_seconds_total": _fam(
+        "counter", "kernel", LABELS,
+        "Time the group's work on the device was held back by a cap (gpu.stat "
+        "throttled_usec)."),
     "pycgpu_gpu_clients": _fam(
         "gauge", "fdinfo", LABELS,
         "Open DRM clients (distinct drm-client-id) of the group's processes."),
@@ -429,6 +448,20 @@ class Exporter:
                     hits.append(f"pycgpu_gpu_memory_limit_hits_total{{{labels}}} {v}\n")
             if du.weight is not None:
                 weight.append(f"pycgpu_gpu_weight{{{labels}}} {du.weight}\n")
+            # a cap's series where one is set or has acted (an uncapped
+            # group's counters stay 0: the kernel counts only capped periods)
+            cap = du.cap
+            capped = cap is not None and cap.max_us is not None
+            if cap is not None and cap.max_us is not None:
+                add("pycgpu_gpu_max_ratio", labels, cap.max_us / cap.period_us)
+                add("pycgpu_gpu_max_period_seconds", labels, cap.period_us / 1e6)
+            if capped or du.periods or du.throttled:
+                if du.periods is not None:
+                    add("pycgpu_gpu_periods_total", labels, du.periods)
+                if du.throttled is not None:
+                    add("pycgpu_gpu_throttled_periods_total", labels, du.throttled)
+                if du.throttled_ns is not None:
+                    add("pycgpu_gpu_throttled_seconds_total", labels, du.throttled_ns / 1e9)
             if du.clients is not None:
                 add("pycgpu_gpu_clients", labels, du.clients)
             for name, e in du.engines.items():

@@ -3,7 +3,7 @@
 One refresh walks the cgroup tree and reads, for every group with the gpu
 controller enabled, the files of :data:`pycgpu.core.model.USAGE_FILES`
 (``gpu.stat``, ``gpu.memory.{current,max,peak,events}``, ``gpu.weight``,
-``gpu.priority`` and ``gpu.priority.effective``) by
+``gpu.priority``, ``gpu.priority.effective`` and ``gpu.max``) by
 :func:`pycgpu.core.model.read_texts`, with the parsers of the model's
 files: a :class:`~pycgpu.monitoring.GroupUsage` is a projection of the
 model, by device. The walk is cheap on hosts with thousands
@@ -75,8 +75,13 @@ def _read(name: str, dir_fd: int) -> str | None:
 # Digits are ASCII only and as long as formats accepts, so both read the same.
 _D = r"[0-9]{1,10}:[0-9]{1,10}"
 _N = r"[0-9]{1,20}"
-_STAT = re.compile(rf"(?:{_D} usage_usec={_N} wait_usec={_N}\n)*")
-_STAT_LINE = re.compile(rf"({_D}) usage_usec=({_N}) wait_usec=({_N})\n")
+# gpu.stat as the series writes it: sched= since the policy's report, the
+# throttling counters since gpu.max
+_STAT_KEYS = (rf"usage_usec={_N} wait_usec={_N}(?: sched=[0-9]{{1,3}})?"
+              rf"(?: nr_periods={_N} nr_throttled={_N} throttled_usec={_N})?")
+_STAT = re.compile(rf"(?:{_D} {_STAT_KEYS}\n)*")
+_STAT_LINE = re.compile(rf"({_D}) usage_usec=({_N}) wait_usec=({_N})(?: sched=[0-9]{{1,3}})?"
+                        rf"(?: nr_periods=({_N}) nr_throttled=({_N}) throttled_usec=({_N}))?\n")
 _FLAT = re.compile(rf"(?:{_D} (?:{_N}|max)\n)*")
 _FLAT_LINE = re.compile(rf"({_D}) ({_N}|max)\n")
 _EVENTS = re.compile(rf"(?:{_D} max={_N}\n)*")
@@ -96,13 +101,33 @@ def _devt(text: str) -> formats.DevT:
     return devt
 
 
-def _stat(text: str) -> dict[formats.DevT, tuple[int, int]]:
-    """gpu.stat: device -> (GPU time, wait time) in ns."""
+# gpu.stat of one device: GPU time and wait time in ns, and where the kernel
+# has gpu.max, its periods, throttled periods and time throttled (ns)
+_Stat: TypeAlias = tuple[int, int, int | None, int | None, int | None]
+
+
+def _or_none(text: str, scale: int = 1) -> int | None:
+    return int(text) * scale if text else None
+
+
+def _scaled(value: int | None, scale: int) -> int | None:
+    return None if value is None else value * scale
+
+
+def _stat(text: str) -> dict[formats.DevT, _Stat]:
+    """gpu.stat: device -> its counters (:data:`_Stat`)."""
     if _STAT.fullmatch(text):
-        return {_devt(d): (int(u) * 1000, int(w) * 1000)
-                for d, u, w in _STAT_LINE.findall(text)}
-    return {d: (keys.get("usage_usec", 0) * 1000, keys.get("wait_usec", 0) * 1000)
+        return {_devt(d): (int(u) * 1000, int(w) * 1000, _or_none(p), _or_none(t),
+                           _or_none(tu, 1000))
+                for d, u, w, p, t, tu in _STAT_LINE.findall(text)}
+    return {d: (keys.get("usage_usec", 0) * 1000, keys.get("wait_usec", 0) * 1000,
+                keys.get("nr_periods"), keys.get("nr_throttled"),
+                _scaled(keys.get("throttled_usec"), 1000))
             for d, keys in _PARSE["gpu.stat"](text).items()}
+
+
+def _set_stat(du: DeviceUsage, stat: _Stat) -> None:
+    du.gpu_time_ns, du.wait_ns, du.periods, du.throttled, du.throttled_ns = stat
 
 
 def _flat(text: str) -> dict[formats.DevT, int | None]:
@@ -231,7 +256,7 @@ def _ok_priority(piece: _Piece[formats.Priority]) -> formats.Priority | None:
 @dataclass(frozen=True)
 class _Settings:
     """A group's settings files parsed: gpu.memory.max, gpu.weight,
-    gpu.priority[.effective]. They change when someone writes them, not as
+    gpu.priority[.effective], gpu.max. They change when someone writes them, not as
     the group works, so their parse is cached by their texts while the
     counters' files are parsed at every refresh. A file that does not parse
     holds its error, raised where :func:`_parse` reaches it."""
@@ -240,13 +265,15 @@ class _Settings:
     weight: _Piece[formats.Weights]
     priority: _Piece[formats.Priority]
     effective: _Piece[int]
+    caps: _Piece[formats.Caps]
 
 
 def _settings(max_: str | None, weight: str | None, priority: str | None,
-              effective: str | None) -> _Settings:
+              effective: str | None, caps: str | None) -> _Settings:
     return _Settings(_try(_flat, max_ or ""), _try(_PARSE["gpu.weight"], weight),
                      _try(_PARSE["gpu.priority"], priority),
-                     _try(_PARSE["gpu.priority.effective"], effective))
+                     _try(_PARSE["gpu.priority.effective"], effective),
+                     _try(_PARSE["gpu.max"], caps))
 
 
 _SettingsCache = dict[tuple[str | None, ...], _Settings]
@@ -254,7 +281,7 @@ _SettingsCache = dict[tuple[str | None, ...], _Settings]
 
 def _parse(texts: tuple[str | None, ...], cache: _SettingsCache | None = None,
            names: tuple[str, ...] = FILES) -> _Parsed:
-    key = texts[2], texts[5], texts[6], texts[7]
+    key = texts[2], texts[5], texts[6], texts[7], texts[8]
     settings = cache.get(key) if cache is not None else None
     if settings is None:
         settings = _settings(*key)
@@ -269,7 +296,7 @@ def _parse(texts: tuple[str | None, ...], cache: _SettingsCache | None = None,
 def _parse_valid(texts: tuple[str | None, ...], settings: _Settings) -> _Parsed:
     """:func:`_parse` of texts that all parse (FormatError otherwise): each
     file read whole, then one DeviceUsage per device."""
-    stat, current, _, peak, events, weight, priority, effective = texts
+    stat, current, _, peak, events, weight, priority, effective, max_ = texts
     st = _stat(stat or "")
     none: dict[formats.DevT, Any] = {}
     cur = mx = pk = ev = none
@@ -279,12 +306,13 @@ def _parse_valid(texts: tuple[str | None, ...], settings: _Settings) -> _Parsed:
     weights = _ok(settings.weight) if weight is not None else None
     prio = _ok_priority(settings.priority) if priority is not None else None
     prio_eff = _ok(settings.effective) if effective is not None else None
+    caps = _ok(settings.caps) if max_ is not None else None
     keys = st.keys() | cur.keys() | mx.keys() | pk.keys() | ev.keys()
     devices: dict[formats.DevT, DeviceUsage] = {}
     for d in sorted(keys):
         du = devices[d] = DeviceUsage()
         if d in st:
-            du.gpu_time_ns, du.wait_ns = st[d]
+            _set_stat(du, st[d])
         memory = du.memory
         if d in cur:
             memory["current"] = cur[d] or 0
@@ -296,6 +324,8 @@ def _parse_valid(texts: tuple[str | None, ...], settings: _Settings) -> _Parsed:
             memory["limit_hits"] = ev[d]
         if weights is not None:
             du.weight = weights.for_device(d)
+        if caps is not None:
+            du.cap = caps.for_device(d)
     return _Parsed(devices, prio, prio_eff, None)
 
 
@@ -303,7 +333,7 @@ def _parse_in_order(texts: tuple[str | None, ...], settings: _Settings,
                     names: tuple[str, ...] = FILES) -> _Parsed:
     """:func:`_parse` file by file in the order of @names, up to the first
     that does not parse: what was read before it is kept, with the error."""
-    stat, current, _, peak, events, weight, priority, effective = texts
+    stat, current, _, peak, events, weight, priority, effective, max_ = texts
     devices: dict[formats.DevT, DeviceUsage] = {}
 
     def dev(d: formats.DevT) -> DeviceUsage:
@@ -316,9 +346,8 @@ def _parse_in_order(texts: tuple[str | None, ...], settings: _Settings,
     prio: formats.Priority | None = None
     prio_eff: int | None = None
     try:
-        for d, (gpu_time, wait) in _stat(stat or "").items():
-            du = dev(d)
-            du.gpu_time_ns, du.wait_ns = gpu_time, wait
+        for d, counters in _stat(stat or "").items():
+            _set_stat(dev(d), counters)
         if current is not None:
             fname = names[1]
             for d, v in _flat(current).items():
@@ -344,6 +373,12 @@ def _parse_in_order(texts: tuple[str | None, ...], settings: _Settings,
         if effective is not None:
             fname = names[7]
             prio_eff = _ok(settings.effective)
+        if max_ is not None:
+            fname = names[8]
+            caps = _ok(settings.caps)
+            assert caps is not None
+            for d, du in devices.items():
+                du.cap = caps.for_device(d)
     except formats.FormatError as e:
         return _Parsed(dict(sorted(devices.items())), prio, prio_eff, f"{fname}: {e}")
     return _Parsed(dict(sorted(devices.items())), prio, prio_eff, None)
@@ -479,7 +514,7 @@ class KernelSource(Source):
             return
         finally:
             os.close(dfd)
-        texts = (*texts, None, None, None, None, None, None)
+        texts = (*texts, None, None, None, None, None, None, None)
         parsed = self._parse(texts, regions)
         if parsed.error is not None:
             sample.error(f"{root}/{parsed.error}")

@@ -63,7 +63,7 @@ class Row:
         kernel lists every device for every group; most rows of a big host
         are these."""
         du = self.usage
-        if du.clients or du.gpu_time_ns:
+        if du.clients or du.gpu_time_ns or (du.cap is not None and du.cap.max_us is not None):
             return False
         # the device's memory, or each of its regions (a device with several)
         return all(not m.get("current") and not m.get("peak") and not m.get("limit_hits")
@@ -77,6 +77,15 @@ class Row:
     @property
     def wait_percent(self) -> float | None:
         return self.rates.wait_percent if self.rates else None
+
+    @property
+    def throttled_percent(self) -> float | None:
+        return self.rates.throttled_percent if self.rates else None
+
+    @property
+    def cap_percent(self) -> float | None:
+        """The device's gpu.max as a part of each engine; None: no cap (or no gpu.max)."""
+        return None if self.usage.cap is None else self.usage.cap.percent
 
 
 class Monitor:
@@ -168,6 +177,9 @@ SORT_KEYS: dict[str, Any] = {
     "max": lambda r: -(float("inf") if "max" in r.usage.memory and r.usage.memory["max"] is None
                        else _num(r.usage.memory.get("max"))),
     "hits": lambda r: -_num(r.usage.memory.get("limit_hits")),
+    # uncapped last: a cap of none is the largest
+    "cap": lambda r: _num(r.cap_percent) if r.cap_percent is not None else float("inf"),
+    "throttled": lambda r: -_num(r.throttled_percent),
     "time": lambda r: -_num(r.usage.gpu_time_ns),
     "weight": lambda r: -_num(r.usage.weight),
     "priority": lambda r: -_num(r.group.priority_effective),
@@ -198,6 +210,14 @@ def _device_json(du: DeviceUsage, r: Rates | None, with_rates: bool) -> dict[str
         d["usage_usec"] = d["gpu_time_usec"] = du.gpu_time_ns // 1000
     if du.wait_ns is not None:
         d["wait_usec"] = du.wait_ns // 1000
+    if du.cap is not None:
+        d["cap"] = {"max_us": du.cap.max_us, "period_us": du.cap.period_us}
+    if du.periods is not None:
+        d["nr_periods"] = du.periods
+    if du.throttled is not None:
+        d["nr_throttled"] = du.throttled
+    if du.throttled_ns is not None:
+        d["throttled_usec"] = du.throttled_ns // 1000
     if with_rates:
         if du.gpu_time_ns is not None:
             d["gpu_percent"] = None if r is None or r.gpu_percent is None else round(
@@ -205,6 +225,9 @@ def _device_json(du: DeviceUsage, r: Rates | None, with_rates: bool) -> dict[str
         if du.wait_ns is not None:
             d["wait_percent"] = None if r is None or r.wait_percent is None else round(
                 r.wait_percent, 2)
+        if du.throttled_ns is not None:
+            d["throttled_percent"] = (None if r is None or r.throttled_percent is None
+                                      else round(r.throttled_percent, 2))
     if du.engines:
         d["engines"] = {}
         for name, e in du.engines.items():
@@ -325,9 +348,13 @@ def columns(rows: list[Row], device_names: dict[DevT, str] | None = None,
     engines = engine_names(rows)
     kernel = any(r.usage.wait_ns is not None for r in rows)
     memory = any(r.usage.memory for r in rows)
+    # the hard cap's columns where a row has one
+    capped = any(r.cap_percent is not None for r in rows)
     header = ["CONTAINER", "POD", "DEVICE", "GPU%"] + [f"{e.upper()}%" for e in engines]
     if kernel:
         header += ["WAIT%"]
+    if capped:
+        header += ["CAP%", "THR%"]
     if memory:
         header += ["MEMORY"]
     if kernel:
@@ -350,6 +377,8 @@ def columns(rows: list[Row], device_names: dict[DevT, str] | None = None,
         mem = r.usage.memory
         if kernel:
             line += [pct(r.wait_percent)]
+        if capped:
+            line += [pct(r.cap_percent), pct(r.throttled_percent)]
         if memory:
             cur = mem.get("current")
             line += ["-" if cur is None else format_size_human(cur)]

@@ -12,7 +12,9 @@ tell who wrote them. So the knobs it applies are those on the allow-list:
    container that asks for a knob; without the file, :data:`DEFAULT`:
    ``gpu.weight``, ``gpu.memory.max`` and ``image-check``. ``gpu.priority``
    is off by default: a strict priority lets one container take a GPU from
-   every other, so a node allows it on purpose;
+   every other, so a node allows it on purpose; so is ``gpu.max``: a
+   container that may write its own cap may lift the cap an operator sold
+   it (within what its pod's group allows: caps nest);
 2. plus the keys of the hook's own arguments, ``pycgpu oci hook --allow
    KEY``: the hook entry is written by whoever controls the runtime's
    configuration (the CDI spec in /etc/cdi, a bundle's config.json), who can

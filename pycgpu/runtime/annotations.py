@@ -11,6 +11,8 @@ CLI options, comma-separated when there are several:
   container's group inherits its parent's, its pod's, effective priority,
   as a new group does)
 - ``pycgpu.io/gpu.memory.max``: ``renderD128=2G,renderD129=max``
+- ``pycgpu.io/gpu.max``: ``30%``, ``renderD128=30ms/100ms``,
+  ``20%,226:129=default`` (the hard cap on GPU time)
 - ``pycgpu.io/image-check``: ``enforce``, ``warn`` or ``off``
 
 Only these keys are accepted under the ``pycgpu.io/`` prefix: any other
@@ -22,7 +24,7 @@ granted come from the hook entries of its config instead
 CVE-2023-6476 came from an annotation that passed arbitrary cgroup files
 through; here every value is parsed by the parser of the CLI's options
 (:func:`pycgpu.core.knobs.parse_settings`) and written back in the kernel's
-format, to the three knob files only.
+format, to the four knob files only.
 """
 
 from __future__ import annotations
@@ -39,13 +41,14 @@ PREFIX = "pycgpu.io/"
 WEIGHT = PREFIX + "gpu.weight"
 PRIORITY = PREFIX + "gpu.priority"
 MEMORY_MAX = PREFIX + "gpu.memory.max"
+MAX = PREFIX + "gpu.max"
 IMAGE_CHECK = PREFIX + "image-check"
 # share IDs claimed in an annotation: ignored, whoever wrote it (a pod can,
 # where the runtime copies pod annotations); the device plugin's grants reach
 # the hook in the container's hook entries
 SHARE_IDS = PREFIX + "share-ids"
 IGNORED = (SHARE_IDS,)
-KNOBS = (WEIGHT, PRIORITY, MEMORY_MAX)
+KNOBS = (WEIGHT, PRIORITY, MEMORY_MAX, MAX)
 ALLOWED = (*KNOBS, IMAGE_CHECK)
 ENFORCE, WARN, OFF = "enforce", "warn", "off"
 IMAGE_CHECK_MODES = (ENFORCE, WARN, OFF)
@@ -79,9 +82,10 @@ _EXAMPLES = {
     WEIGHT: "'300' or 'renderD128=50'",
     PRIORITY: "'-10' or 'default'",
     MEMORY_MAX: "'renderD128=2G' or 'renderD128=2G,renderD129=512M'",
+    MAX: "'30%' or 'renderD128=30ms/100ms'",
 }
 
-_NAMES = Names(WEIGHT, PRIORITY, MEMORY_MAX)
+_NAMES = Names(WEIGHT, PRIORITY, MEMORY_MAX, MAX)
 
 
 def parse(annotations: Mapping[str, object], resolve: DeviceResolver,
@@ -134,6 +138,8 @@ def parse(annotations: Mapping[str, object], resolve: DeviceResolver,
                 if len(values) > 1:
                     raise AnnotationError(f"annotation {key} takes one value")
                 parts.append(parse_settings((), values[0], (), resolve, _NAMES))
+            elif key == MAX:
+                parts.append(parse_settings((), None, (), resolve, _NAMES, caps=values))
             else:
                 parts.append(parse_settings((), None, values, resolve, _NAMES,
                                             memory() if memory is not None else None))
@@ -145,6 +151,7 @@ def parse(annotations: Mapping[str, object], resolve: DeviceResolver,
         s.device_weights.update(part.device_weights)
         s.priority = part.priority if part.priority is not None else s.priority
         s.memory_max.update(part.memory_max)
+        s.caps.update(part.caps)
     return request
 
 
@@ -162,4 +169,10 @@ def format_settings(settings: Settings) -> dict[str, str]:
         out[MEMORY_MAX] = ",".join(
             f"{region.key}={formats.format_size(v)}"
             for region, v in sorted(settings.memory_max.items(), key=lambda kv: kv[0].key))
+    caps = [formats.format_cap_write(cap) for dev, cap in settings.caps.items()
+            if dev is None and cap is not None]
+    caps += [f"{dev}={formats.DEFAULT if cap is None else formats.format_cap_write(cap)}"
+             for dev, cap in sorted((d, c) for d, c in settings.caps.items() if d is not None)]
+    if caps:
+        out[MAX] = ",".join(caps)
     return out

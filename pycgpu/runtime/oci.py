@@ -8,8 +8,8 @@ A patch (:class:`Patch`, applied by :func:`apply`) does, for runc and crun:
 - ``linux.resources.devices``: an explicit allow rule per node (``c MAJ:MIN
   rwm``): runc does not derive one from ``linux.devices``, and its default
   rule denies every device;
-- ``linux.resources.unified``: ``gpu.weight``, ``gpu.priority`` and
-  ``gpu.memory.max`` (``dmem.max`` on a kernel whose GPU memory is dmem's)
+- ``linux.resources.unified``: ``gpu.weight``, ``gpu.priority``, ``gpu.max``
+  and ``gpu.memory.max`` (``dmem.max`` on a kernel whose GPU memory is dmem's)
   as *string* values (the runtime-spec requires strings).
   runc and crun write each value with one write(2) and the kernel takes one
   key per write, so each file carries one value; knobs that need several
@@ -18,8 +18,9 @@ A patch (:class:`Patch`, applied by :func:`apply`) does, for runc and crun:
   (:mod:`pycgpu.runtime.annotations`) and a ``hooks.createRuntime`` entry that runs
   ``pycgpu oci hook``;
 - optionally the 2017 proof of concept's ``linux.resources.gpu {"memory":
-  BYTES, "prio": N}``, which only patched runtimes read (stock runc and crun
-  ignore it).
+  BYTES, "prio": N}``, with this project's ``"quota": US, "period": US``
+  beside them (gpu.max, as ``linux.resources.cpu`` has its quota and
+  period), which only patched runtimes read (stock runc and crun ignore it).
 
 Every other field, and the order of the keys, is kept; new keys are added at
 the end of their object. The indentation and the final newline of the input
@@ -68,6 +69,7 @@ KNOB_FILES: dict[str, tuple[str, ...]] = {
     ann.WEIGHT: ("gpu.weight",),
     ann.PRIORITY: ("gpu.priority",),
     ann.MEMORY_MAX: ("gpu.memory.max", "dmem.max"),
+    ann.MAX: ("gpu.max",),
 }
 _KNOB_OF_FILE = {file: knob for knob, files in KNOB_FILES.items() for file in files}
 
@@ -386,11 +388,23 @@ def unified(settings: Settings) -> dict[str, str]:
 
 def legacy_stanza(settings: Settings) -> dict[str, int]:
     """The 2017 proof of concept's ``linux.resources.gpu``: one memory limit
-    (single GPU) and a priority, a number (``default`` has no form there)."""
+    (single GPU) and a priority, a number (``default`` has no form there);
+    and one cap, ``quota`` and ``period`` in µs (gpu.max's MAX and PERIOD,
+    as ``linux.resources.cpu`` has them; no quota: no cap)."""
     out: dict[str, int] = {}
     if len(settings.memory_max) > 1:
         raise ConfigError("the legacy linux.resources.gpu stanza has one memory limit (the "
                           "2017 proof of concept drove one GPU)").because(ONE_LIMIT)
+    if len(settings.caps) > 1:
+        raise ConfigError("the legacy linux.resources.gpu stanza has one cap (quota and "
+                          "period, for one GPU)").because(ONE_LIMIT)
+    for cap in settings.caps.values():
+        if cap is None:
+            raise ConfigError("the legacy linux.resources.gpu stanza has no form for a "
+                              "device's cap of default (give a cap, or max)")
+        if cap.max_us is not None:
+            out["quota"] = cap.max_us
+        out["period"] = cap.period_us
     for size in settings.memory_max.values():
         if size is not None:
             out["memory"] = size
@@ -401,8 +415,8 @@ def legacy_stanza(settings: Settings) -> dict[str, int]:
     if settings.priority is not None:
         out["prio"] = settings.priority
     if not out:
-        raise ConfigError("the legacy linux.resources.gpu stanza carries memory and prio, "
-                          "and none is given").because(EMPTY_STANZA)
+        raise ConfigError("the legacy linux.resources.gpu stanza carries memory, prio, quota "
+                          "and period, and none is given").because(EMPTY_STANZA)
     return out
 
 
@@ -629,7 +643,7 @@ _RENDER_NODE = re.compile(re.escape(CONTAINER_DRI) + r"/renderD\d+")
 def unpatch(doc: dict[str, Any], keep_devices: bool = False) -> list[str]:
     """Remove what patches added to @doc, in place: the knobs' files in
     ``linux.resources.unified`` (:data:`KNOB_FILES`: gpu.weight,
-    gpu.priority, gpu.memory.max, dmem.max), the ``pycgpu.io/`` annotations, the hook
+    gpu.priority, gpu.max, gpu.memory.max, dmem.max), the ``pycgpu.io/`` annotations, the hook
     entries that run ``pycgpu oci hook`` or carry a share ID
     (:func:`share_id_entry`), ``linux.resources.gpu`` and, unless
     @keep_devices, the render nodes of ``linux.devices`` with their allow

@@ -28,7 +28,7 @@ from pycgpu.core.formats import DevT
 I915 = DevT(226, 128)
 VGEM = DevT(226, 129)
 
-GPU_FILES = ("gpu.weight", "gpu.priority", "gpu.priority.effective")
+GPU_FILES = ("gpu.weight", "gpu.priority", "gpu.priority.effective", "gpu.max")
 MEMORY_FILES = ("gpu.memory.max", "gpu.memory.current", "gpu.memory.peak",
                 "gpu.memory.events", "gpu.memory.events.local", "gpu.stat")
 
@@ -105,7 +105,7 @@ class FakeKernel:
         for name in names:
             f = path / name
             if on and not f.exists():
-                content = {"gpu.weight": "default 100\n",
+                content = {"gpu.weight": "default 100\n", "gpu.max": "default max 100000\n",
                            "gpu.priority": "default\n" if self.unset else "0\n"}.get(name, "")
                 f.write_text(content)
             elif not on and f.exists():
@@ -167,7 +167,7 @@ class FakeKernel:
         if code:
             raise _err(code)
         text = data.decode()
-        if path.name in ("gpu.weight", "gpu.priority", "gpu.memory.max"):
+        if path.name in ("gpu.weight", "gpu.priority", "gpu.max", "gpu.memory.max"):
             self._knob(path, data)
         elif path.name in ("dmem.max", "dmem.min", "dmem.low"):
             self._dmem_knob(path, text)

@@ -104,6 +104,47 @@ def test_import_stays_lazy():
 # stat --------------------------------------------------------------------------------------
 
 
+def capped(env_root: Path) -> None:
+    """WEB capped at 30% on every device, its work throttled 25 times for 0.8 s."""
+    web = env_root / WEB.lstrip("/")
+    (web / "gpu.max").write_text("default 30000 100000\n226:129 max 100000\n")
+    (web / "gpu.stat").write_text(
+        "226:128 usage_usec=1500 wait_usec=0 sched=1 nr_periods=40 nr_throttled=25 "
+        "throttled_usec=800000\n"
+        "226:129 usage_usec=0 wait_usec=0 sched=1 nr_periods=0 nr_throttled=0 throttled_usec=0\n")
+
+
+def test_the_hard_cap_in_stat_top_and_the_exporter(env, cli):
+    capped(cli.fake.root)
+    doc = json.loads(run(env, "stat", "--json", "--interval", "0"))
+    jsonschema.validate(doc, STAT_SCHEMA)
+    web = {g["path"]: g for g in doc["groups"]}[WEB]["devices"]
+    assert web == {"226:128": {
+        "usage_usec": 1500, "gpu_time_usec": 1500, "wait_usec": 0,
+        "cap": {"max_us": 30000, "period_us": 100000},
+        "nr_periods": 40, "nr_throttled": 25, "throttled_usec": 800000,
+        "weight": 100}}  # 226:129 is uncapped there and never used: left out
+    lines = run(env, "stat", "--interval", "0", "--sort", "cap").splitlines()
+    header = lines[0].split()
+    assert header[header.index("WAIT%") + 1:header.index("WAIT%") + 3] == ["CAP%", "THR%"]
+    first = lines[1].split()
+    assert first[0] == WEB.rsplit("-", 1)[1][:12] and first[header.index("CAP%")] == "30.0"
+    monitor = Monitor(KernelSource(Path(env["PYCGPU_CGROUP_ROOT"])))
+    text = exp.Exporter(monitor).scrape().decode()
+    found = {(s.name, s.labels.get("cgroup"), s.labels.get("device")): s.value
+             for m in text_string_to_metric_families(text) for s in m.samples}
+    assert found[("pycgpu_gpu_max_ratio", WEB, "226:128")] == 0.3
+    assert found[("pycgpu_gpu_max_period_seconds", WEB, "226:128")] == 0.1
+    assert found[("pycgpu_gpu_periods_total", WEB, "226:128")] == 40
+    assert found[("pycgpu_gpu_throttled_periods_total", WEB, "226:128")] == 25
+    assert found[("pycgpu_gpu_throttled_seconds_total", WEB, "226:128")] == 0.8
+    # an uncapped group that no cap acted on has none of these series
+    assert not [k for k in found if k[1] == TRAIN and k[0] in (
+        "pycgpu_gpu_max_ratio", "pycgpu_gpu_max_period_seconds", "pycgpu_gpu_periods_total",
+        "pycgpu_gpu_throttled_periods_total", "pycgpu_gpu_throttled_seconds_total")]
+
+
+
 def test_stat_json_schema_and_values(env):
     doc = json.loads(run(env, "stat", "--json", "--interval", "0"))
     jsonschema.validate(doc, STAT_SCHEMA)
@@ -118,7 +159,7 @@ def test_stat_json_schema_and_values(env):
     assert train["devices"]["226:128"] == {
         "usage_usec": 4000000, "gpu_time_usec": 4000000, "wait_usec": 1000000,
         "memory": {"current": 1073741824, "max": 2147483648, "limit_hits": 2},
-        "weight": 300}
+        "weight": 300, "cap": {"max_us": None, "period_us": 100000}}
     assert "226:129" not in train["devices"]  # never used: only with --unused
     doc = json.loads(run(env, "stat", "--json", "--interval", "0", "--unused"))
     train = {g["path"]: g for g in doc["groups"]}[TRAIN]

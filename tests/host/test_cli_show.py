@@ -27,6 +27,7 @@ def tree(cli):
     (a / "gpu.memory.events").write_text("226:128 max=3\n226:129 max=0\n")
     (a / "gpu.memory.events.local").write_text("226:128 max=1\n226:129 max=0\n")
     (a / "gpu.stat").write_text("226:128 usage_usec=1500 wait_usec=20\n")
+    (a / "gpu.max").write_text("default 30000 100000\n226:129 max 50000\n")
     return fake
 
 
@@ -36,6 +37,7 @@ def test_show_text(cli, tree):
         "/a",
         "  weight               default 300, renderD128 (226:128) 50",
         "  priority             -5 (effective -5)",
+        "  max                  default 30% (30ms/100ms), renderD129 (226:129) max/50ms",
         "  memory.max           renderD128 (226:128) 512M, renderD129 (226:129) max",
         "  memory.current       renderD128 (226:128) 4K, renderD129 (226:129) 0",
         "  memory.peak          renderD128 (226:128) 8K, renderD129 (226:129) 0",
@@ -77,6 +79,8 @@ def test_show_json_schema_and_types(cli, tree):
         "weight": {"default": 300, "devices": {"226:128": 50}},
         "priority": -5,
         "priority_effective": -5,
+        "max": {"default": {"max_us": 30000, "period_us": 100000},
+                "devices": {"226:129": {"max_us": None, "period_us": 50000}}},
         "memory": {
             "max": {"226:128": 536870912, "226:129": None},
             "current": {"226:128": 4096, "226:129": 0},
@@ -96,7 +100,8 @@ def test_show_omits_absent_files(cli):
     jsonschema.validate(doc, SHOW_SCHEMA)
     (item,) = doc["cgroups"]
     assert set(item) == {"path", "gpu_enabled", "weight", "priority_inherited",
-                         "priority_effective"}
+                         "priority_effective", "max"}
+    assert item["max"] == {"default": {"max_us": None, "period_us": 100000}, "devices": {}}
     text = cli("show", "a").output
     assert "memory" not in text and "stat" not in text
 

@@ -141,7 +141,8 @@ def test_keys_outside_the_allow_list_refuse_the_container(cli, ctr, key):
     assert r.output.strip() == (
         f"Error: pycgpu oci hook: container c1: annotation {key} is not allowed: only "
         "pycgpu.io/gpu.weight, pycgpu.io/gpu.priority, pycgpu.io/gpu.memory.max, "
-        "pycgpu.io/image-check are accepted (no other cgroup file is ever written)")
+        "pycgpu.io/gpu.max, pycgpu.io/image-check are accepted (no other cgroup file is "
+        "ever written)")
     assert cli.fake.log == []
     assert cli.fake.snapshot() == before
 

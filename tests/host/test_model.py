@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from pycgpu.core import model, schemas, snapshot
-from pycgpu.core.formats import DevT, FormatError, Weights
+from pycgpu.core.formats import Cap, Caps, DevT, FormatError, Weights
 from pycgpu.monitoring import kernel
 
 A, B = DevT(226, 128), DevT(226, 129)
@@ -25,7 +25,9 @@ TEXTS = {
     "gpu.memory.events": "226:128 max=2\n226:129 max=0\n",
     "gpu.memory.events.local": "226:128 max=1\n226:129 max=0\n",
     "gpu.stat": "226:128 usage_usec=10 wait_usec=2\n226:129 usage_usec=0 wait_usec=0\n",
+    "gpu.max": "default 30000 100000\n226:129 max 50000\n",
 }
+CAPS = Caps(Cap(30000), {B: Cap(None, 50000)})
 
 
 @pytest.fixture
@@ -39,7 +41,7 @@ def test_read_group_types_every_file(group):
     files = model.read_group(str(group), "/a")
     assert files == model.GroupFiles(
         "/a", frozenset(TEXTS), weight=Weights(300, {B: 20}), priority=-3,
-        priority_effective=-5, memory_max={A: 1 << 30, B: None},
+        priority_effective=-5, caps=CAPS, memory_max={A: 1 << 30, B: None},
         memory_current={A: 4096, B: 0}, memory_peak={A: 8192, B: 0},
         memory_events={A: {"max": 2}, B: {"max": 0}},
         memory_events_local={A: {"max": 1}, B: {"max": 0}},
@@ -79,6 +81,8 @@ def test_show_items_are_a_projection_of_the_model(group):
         "path": "/a", "gpu_enabled": True,
         "weight": {"default": 300, "devices": {"226:129": 20}},
         "priority": -3, "priority_effective": -5,
+        "max": {"default": {"max_us": 30000, "period_us": 100000},
+                "devices": {"226:129": {"max_us": None, "period_us": 50000}}},
         "stat": {"226:128": {"usage_usec": 10, "wait_usec": 2},
                  "226:129": {"usage_usec": 0, "wait_usec": 0}},
         "memory": {"max": {"226:128": 1073741824, "226:129": None},
@@ -99,18 +103,21 @@ def test_the_show_schema_has_every_file_of_the_model():
         else:
             assert where[f.show_key[-1]] == f.schema, f.name
     assert list(props) == ["path", "gpu_enabled", "weight", "priority", "priority_inherited",
-                           "priority_effective", "priority_capped_by", "memory", "stat"]
+                           "priority_effective", "priority_capped_by", "max", "memory", "stat"]
 
 
 def test_the_rollback_writes_back_what_the_model_read(group):
     files = model.read_group(str(group), "/a")
-    undo = {name: model.FILE[name].undo for name in ("gpu.weight", "gpu.priority",
+    undo = {name: model.FILE[name].undo for name in ("gpu.weight", "gpu.priority", "gpu.max",
                                                       "gpu.memory.max", "dmem.max",
                                                       "dmem.min", "dmem.low")}
     assert undo["gpu.weight"](files, None) == "default 300"
     assert undo["gpu.weight"](files, B) == "226:129 20"
     assert undo["gpu.weight"](files, A) == "226:128 default"
     assert undo["gpu.priority"](files, None) == "-3"
+    assert undo["gpu.max"](files, None) == "default 30000 100000"
+    assert undo["gpu.max"](files, B) == "226:129 max 50000"
+    assert undo["gpu.max"](files, A) == "226:128 default"  # follows the default line
     assert undo["gpu.memory.max"](files, A) == "226:128 1073741824"
     assert undo["gpu.memory.max"](files, B) == "226:129 max"
     assert undo["gpu.memory.max"](files, "226:129") == "226:129 max"  # a region key
@@ -123,8 +130,17 @@ def test_the_kernel_source_reads_the_model_files_with_its_parsers():
     assert kernel.FILES == model.USAGE_FILES and kernel.FILES[0] == "gpu.stat"
     assert set(kernel.FILES) <= set(model.FILE)
     # its fast parsers read what the model's read, and leave the rest to them
-    assert kernel._stat(TEXTS["gpu.stat"]) == {A: (10_000, 2_000), B: (0, 0)}
-    assert kernel._stat("226:128 wait_usec=2 usage_usec=10\n") == {A: (10_000, 2_000)}
+    assert kernel._stat(TEXTS["gpu.stat"]) == {A: (10_000, 2_000, None, None, None),
+                                               B: (0, 0, None, None, None)}
+    assert kernel._stat("226:128 wait_usec=2 usage_usec=10\n") == {
+        A: (10_000, 2_000, None, None, None)}
+    # the series' own line: sched=, then gpu.max's counters
+    line = ("226:128 usage_usec=10 wait_usec=2 sched=1 nr_periods=7 nr_throttled=3 "
+            "throttled_usec=40\n")
+    assert kernel._STAT.fullmatch(line)
+    assert kernel._stat(line) == {A: (10_000, 2_000, 7, 3, 40_000)}
+    assert kernel._stat(line.replace("sched=1", "sched=1 x=1")) == {A: (10_000, 2_000, 7, 3,
+                                                                        40_000)}
     assert kernel._flat(TEXTS["gpu.memory.max"]) == model.FILE["gpu.memory.max"].parse(
         TEXTS["gpu.memory.max"])
     with pytest.raises(FormatError, match="is not a device number"):

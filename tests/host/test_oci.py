@@ -489,17 +489,26 @@ BAD_OPTIONS = [
     (["--memory-max", "renderD128=1G", "--memory-max", "renderD129=1G", "--hook",
       "--legacy-stanza"], "the legacy linux.resources.gpu stanza has one memory limit"),
     (["--weight", "5", "--legacy-stanza"],
-     "the legacy linux.resources.gpu stanza carries memory and prio"),
+     "the legacy linux.resources.gpu stanza carries memory, prio, quota and period"),
     (["--priority", "default", "--legacy-stanza"],
      "the legacy linux.resources.gpu stanza's prio is a number: it cannot carry the priority "
      "default"),
     (["--memory-max", "renderD128=max", "--legacy-stanza"],
-     "the legacy linux.resources.gpu stanza carries memory and prio"),
+     "the legacy linux.resources.gpu stanza carries memory, prio, quota and period"),
     (["--cgroups-path", "/a/../b"], "cgroups path '/a/../b' must not contain '..'"),
     (["--cgroups-path", " "], "cgroups path ' ' is empty or has a newline"),
     (["--image-check", "sometimes"], "Invalid value for '--image-check'"),
     ([], "nothing to patch: give --device, --weight, --priority, --memory-max, "
-         "--cgroups-path, --hook or --legacy-stanza"),
+         "--max, --cgroups-path, --hook or --legacy-stanza"),
+    (["--max", "30%", "--max", "renderD128=50%"],
+     "gpu.max needs 2 writes ('default 30000 100000'; '226:128 50000 100000')"),
+    (["--max", "130%"], "--max '130%': 130% is more than all of an engine"),
+    (["--max", "renderD128=0.5ms"],
+     "--max 'renderD128=0.5ms': cap 500 µs is out of range [1000, 100000]"),
+    (["--max", "renderD128=30%", "--max", "renderD129=30%", "--hook", "--legacy-stanza"],
+     "the legacy linux.resources.gpu stanza has one cap"),
+    (["--max", "renderD128=default", "--hook", "--legacy-stanza"],
+     "the legacy linux.resources.gpu stanza has no form for a device's cap of default"),
 ]
 
 

@@ -162,14 +162,20 @@ def test_no_totals_from_the_top_of_a_cgroup_namespace(tree):
 _VALID_TEXTS = [
     ("226:128 usage_usec=5 wait_usec=1\n226:129 usage_usec=0 wait_usec=0\n",
      "226:128 4096\n226:129 0\n", "226:128 max\n226:129 8192\n", "226:128 4096\n226:129 0\n",
-     "226:128 max=3\n226:129 max=0\n", "default 100\n226:129 50\n", "0\n", "-5\n"),
+     "226:128 max=3\n226:129 max=0\n", "default 100\n226:129 50\n", "0\n", "-5\n", None),
+    # the series' gpu.stat (sched=, gpu.max's counters) and gpu.max
+    ("226:128 usage_usec=5 wait_usec=1 sched=1 nr_periods=9 nr_throttled=4 throttled_usec=70\n"
+     "226:129 usage_usec=0 wait_usec=0 sched=0 nr_periods=0 nr_throttled=0 throttled_usec=0\n",
+     "226:128 4096\n226:129 0\n", "226:128 max\n226:129 8192\n", "226:128 4096\n226:129 0\n",
+     "226:128 max=3\n226:129 max=0\n", "default 100\n", "0\n", "0\n",
+     "default 30000 100000\n226:129 max 100000\n"),
     # shapes only the general parsers take: extra keys, spaces, a sign, no newline
     ("226:128 usage_usec=5 wait_usec=1 extra=2\n", "226:128  +4096", "226:128 max",
-     "226:128 7", "226:128 max=1 other=4", "default 100", "10", "10"),
+     "226:128 7", "226:128 max=1 other=4", "default 100", "10", "10", "default  max 100000"),
     # a device only in some files; no memory files
     ("226:128 usage_usec=5 wait_usec=1\n", "226:129 4096\n", "", "", "", "default 300\n",
-     "1\n", "1\n"),
-    ("226:128 usage_usec=5 wait_usec=1\n", None, None, None, None, None, None, None),
+     "1\n", "1\n", None),
+    ("226:128 usage_usec=5 wait_usec=1\n", None, None, None, None, None, None, None, None),
 ]
 
 
@@ -177,7 +183,7 @@ _VALID_TEXTS = [
 def test_fast_and_general_parses_agree(texts):
     from pycgpu.monitoring import kernel
 
-    settings = kernel._settings(texts[2], texts[5], texts[6], texts[7])
+    settings = kernel._settings(texts[2], texts[5], texts[6], texts[7], texts[8])
     fast = kernel._parse_valid(texts, settings)
     slow = kernel._parse_in_order(texts, settings)
     assert fast == slow
@@ -191,14 +197,19 @@ def test_fast_path_refuses_what_the_general_parser_refuses():
     from pycgpu.monitoring import kernel
 
     texts = ("226:128 usage_usec=5 wait_usec=1\n", "226:128 4096\n", "226:128 max\n",
-             "226:128 ten\n", "226:128 max=0\n", "default 100\n", "0\n", "0\n")
+             "226:128 ten\n", "226:128 max=0\n", "default 100\n", "0\n", "0\n", None)
     parsed = kernel._parse(texts, {})
     assert parsed.error is not None and parsed.error.startswith("gpu.memory.peak: ")
     assert parsed.devices[kernel.formats.DevT(226, 128)].memory == {"current": 4096,
                                                                     "max": None}
     # a device number out of range is refused on the fast path as well
-    bad = ("4096:0 usage_usec=5 wait_usec=1\n", None, None, None, None, None, None, None)
+    bad = ("4096:0 usage_usec=5 wait_usec=1\n", None, None, None, None, None, None, None, None)
     assert kernel._parse(bad).error.startswith("gpu.stat: ")
+    # gpu.max last: what was read before it is kept
+    capped = (*texts[:3], "226:128 0\n", *texts[4:8], "default three 100000\n")
+    parsed = kernel._parse(capped, {})
+    assert parsed.error is not None and parsed.error.startswith("gpu.max: ")
+    assert parsed.devices[kernel.formats.DevT(226, 128)].weight == 100
 
 
 def test_settings_are_parsed_once_per_text():

@@ -41,8 +41,8 @@ where readable, from the runtime's state (names, pods, namespaces).
 
 
 def _sort_choices() -> list[str]:
-    return ["gpu", "wait", "memory", "max", "hits", "time", "weight", "priority",
-            "container", "pod", "device", "cgroup"]
+    return ["gpu", "wait", "memory", "max", "hits", "time", "weight", "priority", "cap",
+            "throttled", "container", "pod", "device", "cgroup"]
 
 
 def unused_option(f: Any) -> Any:

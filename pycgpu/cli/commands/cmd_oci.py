@@ -101,6 +101,9 @@ or MAJ:MIN; see pycgpu devices):
   --memory-max DEV=SIZE linux.resources.unified["gpu.memory.max"]: 512M, 2G, max
                         (a kernel with dmem: "dmem.max"; DEV:REGION=SIZE for
                         one of a device's regions, see pycgpu devices)
+  --max [DEV=]CAP       linux.resources.unified["gpu.max"]: the hard cap on GPU
+                        time, 30%, 30ms/100ms or max (a cap per device beside
+                        the default needs --hook: one value per file)
   --cgroups-path PATH   linux.cgroupsPath (cgroupfs driver: /parent/name)
   --hook                the knobs as pycgpu.io/gpu.* annotations plus a
                         hooks.createRuntime entry running pycgpu oci hook,
@@ -110,7 +113,8 @@ or MAJ:MIN; see pycgpu devices):
                         enforce refuses an image whose GPU user space does not
                         fit the host (see pycgpu image check), warn only warns
   --legacy-stanza       linux.resources.gpu {"memory": BYTES, "prio": N} of the
-                        2017 proof of concept (read by patched runtimes only);
+                        2017 proof of concept (read by patched runtimes only),
+                        with "quota" and "period" (µs) for --max;
                         --no-legacy-stanza removes it
 unified values are strings (the runtime-spec rejects numbers) and each file
 takes one value: runc and crun write it with one write(2).
@@ -143,14 +147,14 @@ def patch_options(f: F) -> F:
 
 
 def build_patch(state: State, devices: tuple[str, ...], weights: tuple[str, ...],
-                priority: tuple[str, ...], memory_max: tuple[str, ...],
+                priority: tuple[str, ...], memory_max: tuple[str, ...], caps: tuple[str, ...],
                 cgroups_path: str | None,
                 use_hook: bool, hook_path: str | None, image_check: str | None,
                 legacy_stanza: bool | None) -> Patch:
     """A Patch from the options; raises BadValue/Refused."""
     from ...runtime import oci
 
-    settings = settings_from_options(state, weights, priority, memory_max)
+    settings = settings_from_options(state, weights, priority, memory_max, caps)
     nodes = []
     for dev in resolve_devices(state, devices):
         with file_errors():
@@ -209,7 +213,8 @@ def oci() -> None:
               help="Write the result to FILE ('-': stdout) instead of replacing CONFIG.")
 @pass_state
 def patch(state: State, config: Path, devices: tuple[str, ...], weights: tuple[str, ...],
-          priority: tuple[str, ...], memory_max: tuple[str, ...], dry_run: bool,
+          priority: tuple[str, ...], memory_max: tuple[str, ...], caps: tuple[str, ...],
+          dry_run: bool,
           cgroups_path: str | None, use_hook: bool, hook_path: str | None,
           image_check: str | None, legacy_stanza: bool | None, output: str | None) -> None:
     """Patch the runtime-spec CONFIG (a config.json, or a bundle directory
@@ -233,15 +238,16 @@ def patch(state: State, config: Path, devices: tuple[str, ...], weights: tuple[s
       pycgpu oci patch config.json --hook --image-check enforce --memory-max renderD128=1G
       pycgpu oci patch config.json --memory-max renderD128=1G --priority 5 --legacy-stanza
       pycgpu oci patch config.json --weight 300 -o - | jq .linux.resources.unified
+      pycgpu oci patch bundle --device renderD128 --max 30%
     """
     from ...runtime import oci as ocimod
 
     path = config / ocimod.CONFIG if config.is_dir() else config
-    built = build_patch(state, devices, weights, priority, memory_max, cgroups_path, use_hook,
-                        hook_path, image_check, legacy_stanza)
+    built = build_patch(state, devices, weights, priority, memory_max, caps, cgroups_path,
+                        use_hook, hook_path, image_check, legacy_stanza)
     if built.is_empty():
         raise BadValue("nothing to patch: give --device, --weight, --priority, --memory-max, "
-                       "--cgroups-path, --hook or --legacy-stanza")
+                       "--max, --cgroups-path, --hook or --legacy-stanza")
     with _locked(path, dry_run, output):
         _finish(_load(path), built, dry_run, output, path, path)
 
@@ -256,8 +262,8 @@ def patch(state: State, config: Path, devices: tuple[str, ...], weights: tuple[s
 def unpatch(config: Path, keep_devices: bool, dry_run: bool, output: str | None) -> None:
     """Undo pycgpu oci patch on the runtime-spec CONFIG (a config.json, or a
     bundle directory holding one): remove the knobs' keys of
-    linux.resources.unified (gpu.weight, gpu.priority, gpu.memory.max,
-    dmem.max), every pycgpu.io/ annotation, the
+    linux.resources.unified (gpu.weight, gpu.priority, gpu.max,
+    gpu.memory.max, dmem.max), every pycgpu.io/ annotation, the
     hooks.createRuntime entries that run pycgpu oci hook,
     linux.resources.gpu and (unless --keep-devices) the /dev/dri/renderD*
     entries of linux.devices with their allow rules. linux.cgroupsPath and
@@ -325,8 +331,8 @@ def _load(path: Path) -> Config:
 @pass_state
 def generate(state: State, bundle: Path, output: str | None, force: bool,
              terminal: bool | None, devices: tuple[str, ...], weights: tuple[str, ...],
-             priority: tuple[str, ...], memory_max: tuple[str, ...], dry_run: bool,
-             cgroups_path: str | None, use_hook: bool, hook_path: str | None,
+             priority: tuple[str, ...], memory_max: tuple[str, ...], caps: tuple[str, ...],
+             dry_run: bool, cgroups_path: str | None, use_hook: bool, hook_path: str | None,
              image_check: str | None, legacy_stanza: bool | None,
              command: tuple[str, ...]) -> None:
     """Write a new config.json: exactly what runc 1.1.5's `runc spec` writes
@@ -343,8 +349,8 @@ def generate(state: State, bundle: Path, output: str | None, force: bool,
     """
     from ...runtime import oci as ocimod
 
-    built = build_patch(state, devices, weights, priority, memory_max, cgroups_path, use_hook,
-                        hook_path, image_check, legacy_stanza)
+    built = build_patch(state, devices, weights, priority, memory_max, caps, cgroups_path,
+                        use_hook, hook_path, image_check, legacy_stanza)
     built.terminal = terminal
     built.args = list(command) if command else None
     target = Path(output) if output and output != "-" else bundle / ocimod.CONFIG

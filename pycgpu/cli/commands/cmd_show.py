@@ -67,6 +67,15 @@ def render(item: dict[str, Any], names: Mapping[DevT, str] | None = None) -> lis
             note += f", {how} {item['priority_capped_by']}"
         own = "default" if inherited else f"{item['priority']}"
         add("priority", own + (note + ")" if note else ""))
+    if "max" in item:
+        from ...core.formats import Cap, format_cap
+
+        def cap(c: dict[str, Any]) -> str:
+            return format_cap(Cap(c["max_us"], c["period_us"]))
+
+        caps = item["max"]
+        overrides = _devices(caps["devices"], dev, cap) if caps["devices"] else ""
+        add("max", f"default {cap(caps['default'])}" + (f", {overrides}" if overrides else ""))
     memory = item.get("memory", {})
     for key in ("max", "min", "low", "current", "peak"):
         if key in memory:

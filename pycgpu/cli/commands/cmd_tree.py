@@ -45,6 +45,11 @@ a PCI address like 0000:00:02.0 or 00:02.0, or MAJ:MIN like 226:128):
   --memory-max DEV:REGION=SIZE
                         on dmem, the limit in one of DEV's several regions
                         (renderD128:vram0=2G); pycgpu devices lists them
+  --max CAP             hard cap on GPU time, on every device (gpu.max): at
+                        most CAP of each engine, even when the GPU is idle
+  --max DEV=CAP         the cap on one device; DEV=default drops the override
+                        CAP: 30% (of every 100 ms), 12.5%/50ms, 30ms/100ms,
+                        30000/100000 (µs), or max (no cap)
 """
 
 
@@ -59,6 +64,10 @@ def raise_option(f: F) -> F:
 def knob_options(f: F) -> F:
     f = click.option("--dry-run", is_flag=True,
                      help="Validate, print what would be written, write nothing.")(f)
+    f = click.option("--max", "caps", multiple=True, metavar="[DEV=]CAP",
+                     shell_complete=complete_dev_value,
+                     help="Hard cap on GPU time: 30%, 30ms/100ms or max, for all devices or "
+                          "DEV=CAP for one. Repeatable.")(f)
     f = click.option("--memory-max", "memory_max", multiple=True, metavar="DEV=SIZE",
                      shell_complete=complete_dev_value,
                      help="GPU memory limit on DEV (512M, 2G, max), or with dmem on one of "
@@ -133,7 +142,7 @@ def _plan_and_run(state: State, path: str, dry_run: bool, make_plan: Callable[[]
 @raise_option
 @pass_state
 def create(state: State, path: str, weights: tuple[str, ...], priority: tuple[str, ...],
-           memory_max: tuple[str, ...], dry_run: bool, exist_ok: bool,
+           memory_max: tuple[str, ...], caps: tuple[str, ...], dry_run: bool, exist_ok: bool,
            raise_ancestors: bool) -> None:
     """Create the cgroup PATH with its missing parents, enable the gpu
     controller along the path, and set the knobs given.
@@ -148,11 +157,12 @@ def create(state: State, path: str, weights: tuple[str, ...], priority: tuple[st
       pycgpu create ai/infer --priority 100 --memory-max renderD128=2G
       pycgpu create ai/batch --weight 50 --weight 0000:03:00.0=10 --dry-run
       pycgpu create system.slice/app.scope --exist-ok --priority -10
+      pycgpu create batch/render --weight 50 --max 30%
     """
     from ...core import knobs
 
     cg = state.cgroup(path)
-    settings = settings_from_options(state, weights, priority, memory_max)
+    settings = settings_from_options(state, weights, priority, memory_max, caps)
     _plan_and_run(state, path, dry_run, lambda: knobs.plan_create(
         cg, settings, exist_ok=exist_ok, raise_ancestors=raise_ancestors))
 
@@ -164,7 +174,8 @@ def create(state: State, path: str, weights: tuple[str, ...], priority: tuple[st
 @raise_option
 @pass_state
 def set_(state: State, path: str, weights: tuple[str, ...], priority: tuple[str, ...],
-         memory_max: tuple[str, ...], dry_run: bool, raise_ancestors: bool) -> None:
+         memory_max: tuple[str, ...], caps: tuple[str, ...], dry_run: bool,
+         raise_ancestors: bool) -> None:
     """Change knobs of the existing cgroup PATH: all of them or, if the
     kernel refuses one, none (the ones already written are restored).
 
@@ -183,11 +194,13 @@ def set_(state: State, path: str, weights: tuple[str, ...], priority: tuple[str,
       pycgpu set ai/infer --memory-max renderD128=512M --dry-run
       pycgpu set ai/infer --priority 500 --raise-ancestors
       pycgpu set ai/infer/worker --priority default
+      pycgpu set batch/render --max renderD128=20ms/100ms --max card1=default
+      pycgpu set batch/render --max max
     """
     from ...core import knobs
 
     cg = state.cgroup(path)
-    settings = settings_from_options(state, weights, priority, memory_max)
+    settings = settings_from_options(state, weights, priority, memory_max, caps)
     _plan_and_run(state, path, dry_run, lambda: knobs.plan_set(
         cg, settings, raise_ancestors=raise_ancestors))
 

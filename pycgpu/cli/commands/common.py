@@ -269,15 +269,15 @@ pass_state = click.make_pass_decorator(State, ensure=True)
 
 def settings_from_options(
     state: State, weights: tuple[str, ...], priority: str | tuple[str, ...] | None,
-    memory_max: tuple[str, ...]
+    memory_max: tuple[str, ...], caps: tuple[str, ...] = ()
 ) -> Settings:
-    """Parse and check --weight/--priority/--memory-max; raises BadValue."""
+    """Parse and check --weight/--priority/--memory-max/--max; raises BadValue."""
     from ...core.knobs import InvalidRequest, Names, parse_settings
 
     try:
         return parse_settings(weights, priority, memory_max, state.resolve_devt,
-                              Names("--weight", "--priority", "--memory-max"),
-                              state.memory() if memory_max else None)
+                              Names("--weight", "--priority", "--memory-max", "--max"),
+                              state.memory() if memory_max else None, caps=caps)
     except InvalidRequest as e:
         raise BadValue(advised(e)) from None
 
