@@ -82,6 +82,9 @@ class DevicePlugin:
         if "/" in endpoint or not endpoint:
             raise PluginError(f"endpoint {endpoint!r}: give a file name, it is created "
                               f"in {plugin_dir}")
+        if config.capped and (cdi_spec is None or cdi_hook is None):
+            raise PluginError("capped shares travel in the plugin's CDI spec (the hook "
+                              "entries of the shares' devices): give the CDI spec's path")
         self.config, self.source, self.log = config, source, log
         self.plugin_dir = plugin_dir
         self.kubelet_socket = kubelet_socket or plugin_dir / KUBELET_SOCKET
@@ -174,7 +177,8 @@ class DevicePlugin:
 
         devices = sorted((g.device for g in inv.gpus.values()), key=lambda d: d.devt)
         share_ids = {g.name: g.ids() for g in inv.gpus.values()} if self.cdi_hook else None
-        text = (json.dumps(cdi.spec(devices, self.cdi_hook, share_ids), indent=2) + "\n"
+        caps = {g.name: g.cap(1) for g in inv.gpus.values()} if inv.config.capped else None
+        text = (json.dumps(cdi.spec(devices, self.cdi_hook, share_ids, caps), indent=2) + "\n"
                 if devices else "")
         if text == self._cdi_text:
             return

@@ -24,6 +24,12 @@ container's shares into what the kernel enforces, per GPU it got shares of:
   memory limit. A device with several dmem regions (xe with two tiles: its
   ``vram0`` and ``vram1``) gets one limit per region, each sized from its
   capacity: ``renderD128:vram0=M0,renderD128:vram1=M1``;
+- with capped shares (``--capped``, which needs the plugin's CDI spec), a
+  hard cap of k/N of each engine of the GPU (gpu.max, ``k x 100 ms / N`` of
+  every 100 ms), carried by the shares' CDI devices, not by an annotation:
+  the hook sums the caps of the share entries it finds in the container's
+  config, where a pod cannot write, so that a pod cannot lift what it was
+  sold;
 - where the plugin writes the CDI spec, the CDI device of each share,
   ``pycgpu.io/gpu=renderD128-s3``, whose hook entry carries the share ID to
   the hook (:mod:`pycgpu.runtime.cdi`), which records it for the exporter's
@@ -125,6 +131,7 @@ class Config:
     device_memory: Mapping[str, int] = field(default_factory=dict)
     only: tuple[str, ...] = ()
     names: ConfigNames = field(default=ConfigNames(), compare=False)
+    capped: bool = False  # each share is also a hard cap of 1/N of each engine
 
 
 def _check_shares(n: int, weight_per_share: int, what: str, names: ConfigNames) -> int:
@@ -157,8 +164,8 @@ def _size(text: str, what: str) -> int:
 
 
 def parse_config(shares: Iterable[str], weight_per_share: int, memory: Iterable[str],
-                 only: Iterable[str] = (),
-                 names: ConfigNames = ConfigNames()) -> tuple[Config, list[str]]:
+                 only: Iterable[str] = (), names: ConfigNames = ConfigNames(),
+                 capped: bool = False) -> tuple[Config, list[str]]:
     """The config from the texts of the settings (shares ``N`` / ``DEV=N``,
     device memory ``SIZE`` / ``DEV=SIZE``), and the warnings for the
     per-device entries left out; messages call the settings as @names
@@ -195,7 +202,7 @@ def parse_config(shares: Iterable[str], weight_per_share: int, memory: Iterable[
         what = f"{names.weight_per_share} {weight_per_share}"
         _check_shares(default_n, weight_per_share, what, names)
     return Config(default_n, weight_per_share, default_mem, per_n, per_mem,
-                  tuple(only), names), warnings
+                  tuple(only), names, capped), warnings
 
 
 @dataclass(frozen=True)
@@ -219,6 +226,13 @@ class Gpu:
 
     def weight(self, k: int, per_share: int) -> int:
         return min(k * per_share, formats.WEIGHT_MAX)
+
+    def cap(self, k: int) -> formats.Cap:
+        """The hard cap of @k shares: k/N of each engine, of every 100 ms
+        (at least 1 ms: N is at most 100)."""
+        period = formats.PERIOD_DEFAULT_US
+        return formats.Cap(max(formats.CAP_MIN_US, min(k, self.shares) * period // self.shares),
+                           period)
 
     def part(self, size: int, k: int) -> int:
         """@k shares of @size bytes, rounded down to a page (one page at least)."""

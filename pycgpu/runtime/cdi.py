@@ -30,6 +30,7 @@ from .oci import CONTAINER_DRI, DEVICE_ACCESS, HookCommand, share_id_entry
 
 if TYPE_CHECKING:
     from ..core.devices import Device
+    from ..core.formats import Cap
 
 # The lowest version that has every field the spec uses (deviceNodes.hostPath
 # came in 0.5.0): CDI readers refuse versions newer than they know, and
@@ -55,13 +56,16 @@ def device_node(dev: Device) -> dict[str, Any]:
 
 
 def spec(devices: list[Device], hook: HookCommand | None = None,
-         share_ids: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
+         share_ids: Mapping[str, Sequence[str]] | None = None,
+         share_caps: Mapping[str, Cap] | None = None) -> dict[str, Any]:
     """The CDI spec for @devices (render nodes, in order), with the
     createRuntime @hook in the spec-wide edits (applied to every container
     that gets one of these devices) when given, and for each ID of
     @share_ids (by render node name: the device plugin's shares) a device
-    named after it whose edit is a hook entry carrying the ID
-    (:func:`pycgpu.runtime.oci.share_id_entry`; @hook records it).
+    named after it whose edit is a hook entry carrying the ID and, for a
+    render node of @share_caps, the cap of one share
+    (:func:`pycgpu.runtime.oci.share_id_entry`; @hook records the ID and
+    caps the container by the sum of its shares' caps).
     :class:`SpecError` without devices, or with share IDs but no hook."""
     if not devices:
         raise SpecError("no render nodes to describe")
@@ -74,7 +78,8 @@ def spec(devices: list[Device], hook: HookCommand | None = None,
     for d in devices:
         for share in (share_ids or {}).get(d.name, ()):
             entries.append({"name": share, "containerEdits": {"hooks": [
-                {"hookName": "createRuntime", **share_id_entry(share)}]}})
+                {"hookName": "createRuntime",
+                 **share_id_entry(share, (share_caps or {}).get(d.name))}]}})
     doc: dict[str, Any] = {"cdiVersion": CDI_VERSION, "kind": KIND, "devices": entries}
     if hook is not None:
         doc["containerEdits"] = {"hooks": [{"hookName": "createRuntime", **hook.oci()}]}

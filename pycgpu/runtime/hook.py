@@ -9,8 +9,12 @@ state on stdin (runtime-spec "State": ``id``, ``pid``, ``bundle``,
 
 1. reads the ``pycgpu.io/*`` annotations (from the state, or else from the
    bundle's ``config.json``) and parses them (:mod:`pycgpu.runtime.annotations`):
-   only ``gpu.weight``, ``gpu.priority`` and ``gpu.memory.max`` can be set,
-   plus ``image-check``; any other ``pycgpu.io/`` key refuses the container;
+   only ``gpu.weight``, ``gpu.priority``, ``gpu.memory.max`` and ``gpu.max``
+   can be set, plus ``image-check``; any other ``pycgpu.io/`` key refuses the
+   container; and, for the device plugin's capped shares, the cap on each
+   GPU that the container's shares add up to (:func:`granted_share_caps`:
+   from the config's hook entries, never from an annotation), which replaces
+   an annotation's cap on that GPU;
 2. with ``pycgpu.io/image-check: enforce`` (or ``warn``), compares the
    container's root file system with the host's GPU drivers
    (:mod:`pycgpu.runtime.imagecheck`) and refuses a mismatch;
@@ -29,7 +33,7 @@ state on stdin (runtime-spec "State": ``id``, ``pid``, ``bundle``,
 
 It fails closed: anything it cannot do or check makes it exit non-zero,
 which makes the runtime abort the container. A container without
-``pycgpu.io/`` annotations is left alone.
+``pycgpu.io/`` annotations or capped shares is left alone.
 
 The runtime starts the hook for every container, so ``pycgpu-hook`` is a
 program of its own, not the click CLI: it imports the standard library and
@@ -48,6 +52,7 @@ from typing import Any
 
 from ..core.cgroup import Cgroup, CgroupError
 from ..core.errors import Error
+from ..core.formats import Cap
 from . import annotations as ann
 from .oci import CONFIG, ConfigError
 
@@ -215,6 +220,34 @@ def granted_share_ids(config: dict[str, Any]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(i for i in found if i is not None and SHARE_ID.fullmatch(i)))
 
 
+def granted_share_caps(config: dict[str, Any]) -> dict[str, Cap]:
+    """The cap on each GPU (by render node name) that the container's
+    capped shares add up to: the sum of the caps their hook entries carry
+    (:func:`pycgpu.runtime.oci.share_cap_of`; each share once, at most
+    the whole period). As with the IDs, only hook entries count, which the
+    device plugin's CDI spec writes and a pod cannot."""
+    from .kubepods import SHARE_ID
+    from .oci import share_cap_of, share_id_of
+
+    hooks = config.get("hooks")
+    entries = hooks.get("createRuntime") if isinstance(hooks, dict) else None
+    caps: dict[str, Cap] = {}
+    seen: set[str] = set()
+    for e in entries if isinstance(entries, list) else []:
+        share = share_id_of(e) if isinstance(e, dict) else None
+        if share is None or share in seen or not SHARE_ID.fullmatch(share):
+            continue
+        seen.add(share)
+        cap = share_cap_of(e)
+        if cap is None or cap.max_us is None:
+            continue
+        gpu = share.rsplit("-s", 1)[0]
+        had = caps.get(gpu)
+        total = cap.max_us + (had.max_us or 0 if had is not None else 0)
+        caps[gpu] = Cap(min(total, cap.period_us), cap.period_us)
+    return caps
+
+
 def rootfs_of(state: ContainerState, config: dict[str, Any]) -> Path:
     root = config.get("root")
     path = root.get("path") if isinstance(root, dict) else None
@@ -269,6 +302,19 @@ def run(
     outcome = Outcome(request)
     outcome.warnings += [f"annotation {k} ignored: share IDs come from the device plugin's "
                          "CDI devices only" for k in request.ignored]
+    # capped shares: their caps come from their hook entries, whatever the
+    # annotations say (what the operator sold wins)
+    if _has_config(state):
+        try:
+            share_caps = granted_share_caps(config())
+        except ConfigError as e:
+            raise BadInput(f"container {state.id}: {e}") from None
+        for gpu, cap in share_caps.items():
+            try:
+                request.settings.caps[resolve(gpu)] = cap
+            except (Error, ValueError) as e:
+                raise HostRefused(f"container {state.id}: a capped share of {gpu}: "
+                                  f"{e}") from None
     if request.is_empty():
         return outcome
 

@@ -279,6 +279,9 @@ ALLOW = "--allow"  # after the hook's command: an annotation the entry's author 
 # device (pycgpu.runtime.cdi) gets the entry, though.
 SHARE_ID_PROGRAM = "/bin/true"
 SHARE_ID_ARG = "pycgpu-share-id="
+# a capped share (the device plugin's --capped): the part of each engine one
+# share caps, ``pycgpu-share-cap=MAX/PERIOD`` in µs, after the ID
+SHARE_CAP_ARG = "pycgpu-share-cap="
 
 
 @dataclass(frozen=True)
@@ -293,26 +296,56 @@ class HookCommand:
         return {"path": self.path, "args": list(self.args)}
 
 
-def share_id_entry(share_id: str) -> dict[str, Any]:
+def share_id_entry(share_id: str, cap: formats.Cap | None = None) -> dict[str, Any]:
     """The hook entry that carries @share_id: ``/bin/true
-    pycgpu-share-id=ID`` (:data:`SHARE_ID_PROGRAM`), read back by
-    :func:`share_id_of`."""
-    return {"path": SHARE_ID_PROGRAM,
-            "args": [os.path.basename(SHARE_ID_PROGRAM), SHARE_ID_ARG + share_id]}
+    pycgpu-share-id=ID`` (:data:`SHARE_ID_PROGRAM`), and for a capped share
+    the part of each engine it caps, ``pycgpu-share-cap=MAX/PERIOD`` (µs);
+    read back by :func:`share_id_of` and :func:`share_cap_of`."""
+    args = [os.path.basename(SHARE_ID_PROGRAM), SHARE_ID_ARG + share_id]
+    if cap is not None and cap.max_us is not None:
+        args.append(f"{SHARE_CAP_ARG}{cap.max_us}/{cap.period_us}")
+    return {"path": SHARE_ID_PROGRAM, "args": args}
+
+
+def _share_args(entry: dict[str, Any]) -> list[str] | None:
+    args = entry.get("args")
+    if not isinstance(args, list) or len(args) not in (2, 3) or not all(
+            isinstance(a, str) for a in args[1:]):
+        return None
+    if not args[1].startswith(SHARE_ID_ARG):
+        return None
+    if len(args) == 3 and not args[2].startswith(SHARE_CAP_ARG):
+        return None
+    return args
 
 
 def share_id_of(entry: dict[str, Any]) -> str | None:
     """The share ID a hook entry carries (:func:`share_id_entry`): the text
-    after ``pycgpu-share-id=`` of its one argument, whatever program it
+    after ``pycgpu-share-id=`` of its first argument, whatever program it
     runs; None for any other entry. The one rule of what the hook takes for
     a granted share ID: an entry's ``args``, never its ``env`` nor an
     annotation."""
-    args = entry.get("args")
-    if not isinstance(args, list) or len(args) != 2 or not isinstance(args[1], str):
+    args = _share_args(entry)
+    return None if args is None else args[1][len(SHARE_ID_ARG):]
+
+
+def share_cap_of(entry: dict[str, Any]) -> formats.Cap | None:
+    """The cap a share's hook entry carries (:func:`share_id_entry`), None
+    for an uncapped share or any other entry; :class:`ConfigError` for a
+    cap that does not parse or that the kernel would refuse."""
+    args = _share_args(entry)
+    if args is None or len(args) == 2:
         return None
-    if not args[1].startswith(SHARE_ID_ARG):
-        return None
-    return args[1][len(SHARE_ID_ARG):]
+    text = args[2][len(SHARE_CAP_ARG):]
+    mx, sep, period = text.partition("/")
+    try:
+        if not sep:
+            raise formats.FormatError("not MAX/PERIOD")
+        return formats.check_cap(formats.Cap(
+            formats.parse_number(mx, "MAX", signed=False, digits=7),
+            formats.parse_number(period, "PERIOD", signed=False, digits=7)))
+    except formats.FormatError as e:
+        raise ConfigError(f"hook entry {SHARE_CAP_ARG}{formats.shown(text)}: {e}") from None
 
 
 def _command(args: list[Any] | tuple[Any, ...]) -> list[Any]:

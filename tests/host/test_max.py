@@ -203,3 +203,80 @@ def test_the_legacy_stanza_carries_quota_and_period(cli, bundle):  # noqa: F811
     cli("oci", "patch", str(config), "--max", "max/20ms", "--legacy-stanza")
     assert load(config)["linux"]["resources"]["gpu"] == {"period": 20000}
     assert json.loads(RUNC_SPEC)["linux"]["resources"].get("gpu") is None
+
+
+# the device plugin's capped shares -------------------------------------------------------
+
+
+@pytest.fixture
+def capped_inventory(fake_sysfs):
+    from pycgpu.core.devices import discover
+    from pycgpu.k8s import shares as sh
+
+    config, _ = sh.parse_config(["4"], 100, [], capped=True)
+    return sh.build(discover(*fake_sysfs), config, fake_sysfs[0])
+
+
+def capped_grant(inventory, ids):
+    from test_issue39_runtime_share_ids import HOOK
+
+    from pycgpu.k8s import shares as sh
+    from pycgpu.runtime import cdi
+
+    spec = cdi.spec(sorted((g.device for g in inventory.gpus.values()), key=lambda d: d.devt),
+                    HOOK, {g.name: g.ids() for g in inventory.gpus.values()},
+                    {g.name: g.cap(1) for g in inventory.gpus.values()})
+    return sh.grant(inventory, ids, share_devices=True), spec
+
+
+def test_a_capped_share_entry_carries_its_cap(capped_inventory):
+    from pycgpu.runtime import oci
+
+    _, spec = capped_grant(capped_inventory, ["renderD128-s0"])
+    by_name = {d["name"]: d for d in spec["devices"]}
+    (entry,) = by_name["renderD128-s3"]["containerEdits"]["hooks"]
+    assert entry["args"] == ["true", "pycgpu-share-id=renderD128-s3",
+                             "pycgpu-share-cap=25000/100000"]
+    plain = {k: v for k, v in entry.items() if k != "hookName"}
+    assert oci.share_id_of(plain) == "renderD128-s3"
+    assert oci.share_cap_of(plain) == Cap(25000, 100000)
+    assert oci.share_cap_of(oci.share_id_entry("renderD128-s3")) is None
+    with pytest.raises(oci.ConfigError, match="cap 5 µs is out of range"):
+        oci.share_cap_of({"args": ["true", "pycgpu-share-id=renderD128-s3",
+                                   "pycgpu-share-cap=5/100000"]})
+    # anything else after the ID is not a share entry at all
+    assert oci.share_id_of({"args": ["true", "pycgpu-share-id=renderD128-s3", "x"]}) is None
+
+
+def test_the_hook_caps_a_container_at_its_shares(cli, ctr, capped_inventory):  # noqa: F811
+    """Three of four capped shares of renderD128 and one of renderD129:
+    75% and 25% of each engine, whatever a forged annotation says (the node
+    allows gpu.max annotations here: the shares' caps still win)."""
+    from test_issue39_runtime_share_ids import with_cdi_devices
+
+    grant, spec = capped_grant(capped_inventory, ["renderD128-s0", "renderD128-s1",
+                                                  "renderD128-s2", "renderD129-s3"])
+    with_cdi_devices(ctr, spec, grant.cdi_devices)
+    (ctr.parent / "annotations.allow").write_text("gpu.weight\ngpu.memory.max\ngpu.max\n")
+    hook(cli, state(ctr, {**grant.annotations, "pycgpu.io/gpu.max": "max"}))
+    assert cli.fake.read(f"{SCOPE}/gpu.max") == (
+        "default max 100000\n226:128 75000 100000\n226:129 25000 100000\n")
+    assert cli.fake.read(f"{SCOPE}/gpu.weight") == "default 100\n226:128 300\n226:129 100\n"
+
+
+def test_the_hook_caps_even_without_annotations(cli, ctr, capped_inventory):  # noqa: F811
+    from test_issue39_runtime_share_ids import with_cdi_devices
+
+    grant, spec = capped_grant(capped_inventory, ["renderD129-s0"])
+    with_cdi_devices(ctr, spec, grant.cdi_devices)
+    hook(cli, state(ctr, {}))
+    assert cli.fake.read(f"{SCOPE}/gpu.max") == "default max 100000\n226:129 25000 100000\n"
+
+
+def test_capped_shares_need_the_plugins_cdi_spec(cli):
+    r = cli("k8s", "device-plugin", "--capped", code=2)
+    assert "--capped: capped shares travel in the plugin's CDI spec" in r.output
+    doc = json.loads(cli("k8s", "inventory", "--shares", "8", "--capped", "--json").stdout)
+    assert {g["cap_per_share_us"] for g in doc["gpus"]} == {12500}
+    text = cli("k8s", "inventory", "--shares", "8", "--capped").stdout
+    assert "CAP/SHARE" in text and "12.5% (12500us/100ms)" in text

@@ -28,6 +28,7 @@ class InventoryRow(TypedDict):
     memory_bytes: int | None
     memory_from: str | None
     memory_per_share_bytes: int | None
+    cap_per_share_us: int | None  # --capped: gpu.max of one share, µs of every 100 ms
     # a device with several dmem regions: each region's size and share
     memory_regions: list[RegionRow]
 
@@ -45,6 +46,8 @@ What a container with k shares of a GPU split in N gets (Allocate):
   annotations   pycgpu.io/gpu.weight: renderD128=W      W = k x weight-per-share
                 (none on a kernel with dmem and no gpu controller)
                 pycgpu.io/gpu.memory.max: renderD128=M  M = memory size x k / N
+  with --capped, also a hard cap (gpu.max) of k/N of each engine, carried by
+  the CDI devices of the shares (needs --cdi-spec), not by an annotation
 The memory size: --device-memory DEV=SIZE, else the region's size in
 dmem.capacity (a kernel with dmem), else what the driver reports in sysfs
 (amdgpu), else --device-memory SIZE; without any, no memory limit. A GPU with
@@ -53,6 +56,9 @@ several dmem regions gets one limit per region: renderD128:vram0=M0,...
 
 
 def share_options(f: Any) -> Any:
+    f = click.option("--capped", is_flag=True,
+                     help="Shares are also a hard cap: k of N shares may use at most k/N of "
+                          "each engine (gpu.max), even on an idle GPU.")(f)
     f = click.option("--device", "only", multiple=True, metavar="DEV",
                      help="Only this render node (default: every one). Repeatable.")(f)
     f = click.option("--device-memory", "memory", multiple=True, metavar="[DEV=]SIZE",
@@ -67,13 +73,13 @@ def share_options(f: Any) -> Any:
 
 
 def make_config(shares: tuple[str, ...], weight_per_share: int, memory: tuple[str, ...],
-                only: tuple[str, ...]) -> tuple[Config, list[str]]:
+                only: tuple[str, ...], capped: bool = False) -> tuple[Config, list[str]]:
     from ...k8s.shares import ConfigNames, ShareError, parse_config
 
     try:
         return parse_config(shares, weight_per_share, memory, only,
                             ConfigNames("--shares", "--weight-per-share", "--device-memory",
-                                  "--device"))
+                                        "--device"), capped)
     except ShareError as e:
         raise BadValue(str(e)) from None
 
@@ -98,7 +104,8 @@ def k8s() -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON document.")
 @pass_state
 def inventory(state: State, shares: tuple[str, ...], weight_per_share: int,
-              memory: tuple[str, ...], only: tuple[str, ...], as_json: bool) -> None:
+              memory: tuple[str, ...], only: tuple[str, ...], capped: bool,
+              as_json: bool) -> None:
     """Show, for each render node, the shares the device plugin would
     advertise with these options, and what one share gets.
 
@@ -109,13 +116,14 @@ def inventory(state: State, shares: tuple[str, ...], weight_per_share: int,
     Examples:
       pycgpu k8s inventory
       pycgpu k8s inventory --shares 4 --device-memory renderD128=16G --json
+      pycgpu k8s inventory --shares 4 --capped
     """
     import json
 
     from ...core import formats
     from ...k8s import shares as sh
 
-    config, warnings = make_config(shares, weight_per_share, memory, only)
+    config, warnings = make_config(shares, weight_per_share, memory, only, capped)
     try:
         regions = state.memory()
     except click.ClickException as e:  # no cgroup2 tree, or dmem.capacity unreadable
@@ -138,6 +146,7 @@ def inventory(state: State, shares: tuple[str, ...], weight_per_share: int,
          "weight_per_share": inv.weight(g.name, 1),
          "memory_bytes": g.memory, "memory_from": g.memory_from or None,
          "memory_per_share_bytes": g.memory_max(1),
+         "cap_per_share_us": g.cap(1).max_us if capped else None,
          "memory_regions": [{"region": name, "bytes": size, "per_share_bytes": g.part(size, 1)}
                             for name, size in g.regions]} for g in inv.gpus.values()]
     if as_json:
@@ -162,10 +171,13 @@ def inventory(state: State, shares: tuple[str, ...], weight_per_share: int,
         else:
             mem = "no limit"
         weight = r["weight_per_share"]
+        cap = r["cap_per_share_us"]
         cells.append([r["device"], str(r["shares"]), " .. ".join(r["ids"]),
-                      "none" if weight is None else str(weight), mem])
-    echo(table(["DEVICE", "SHARES", "IDS", "WEIGHT/SHARE", "MEMORY/SHARE"], cells,
-               left={"DEVICE", "IDS", "MEMORY/SHARE"}))
+                      "none" if weight is None else str(weight), mem]
+                     + ([formats.format_cap(formats.Cap(cap))] if cap is not None else []))
+    header = ["DEVICE", "SHARES", "IDS", "WEIGHT/SHARE", "MEMORY/SHARE"]
+    echo(table(header + (["CAP/SHARE"] if capped else []), cells,
+               left={"DEVICE", "IDS", "MEMORY/SHARE", "CAP/SHARE"}))
 
 
 @k8s.command("device-plugin", short_help="Serve the kubelet device plugin API.",
@@ -200,7 +212,7 @@ def inventory(state: State, shares: tuple[str, ...], weight_per_share: int,
                    "again).")
 @pass_state
 def device_plugin(state: State, shares: tuple[str, ...], weight_per_share: int,
-                  memory: tuple[str, ...], only: tuple[str, ...], plugin_dir: Path,
+                  memory: tuple[str, ...], only: tuple[str, ...], capped: bool, plugin_dir: Path,
                   kubelet_socket: Path | None, endpoint: str, resource_name: str, watch: str,
                   poll_interval: float, cdi_spec: Path | None, cdi_hook_path: str,
                   check_interval: float) -> None:
@@ -218,7 +230,9 @@ def device_plugin(state: State, shares: tuple[str, ...], weight_per_share: int,
     share, whose hook entry carries the share's ID, and Allocate names the
     devices of the shares it grants: the hook records their IDs on the
     container's cgroup for the exporter's pod labels (never from an
-    annotation, which a pod could forge).
+    annotation, which a pod could forge). With --capped (and --cdi-spec),
+    each share's entry also carries a hard cap of 1/N of each engine, and
+    the hook caps the container at the sum of its shares' (gpu.max).
 
     A wrong per-device entry or a missing device is logged on one line and
     left out; the kubelet's socket missing or refusing is logged and retried.
@@ -235,12 +249,16 @@ def device_plugin(state: State, shares: tuple[str, ...], weight_per_share: int,
       pycgpu k8s device-plugin
       pycgpu k8s device-plugin --shares 4 --shares renderD129=8 --device-memory 8G
       pycgpu k8s device-plugin --cdi-spec /etc/cdi/pycgpu.json
+      pycgpu k8s device-plugin --cdi-spec /etc/cdi/pycgpu.json --shares 4 --capped
       pycgpu k8s device-plugin --plugin-dir /tmp/dp --watch poll --poll-interval 1
     \b
     A pod asking for 3 shares:
       resources: {limits: {pycgpu.io/gpu-share: 3}}
     """
-    config, warnings = make_config(shares, weight_per_share, memory, only)
+    config, warnings = make_config(shares, weight_per_share, memory, only, capped)
+    if capped and cdi_spec is None:
+        raise BadValue("--capped: capped shares travel in the plugin's CDI spec (the hook "
+                       "entries of the shares' devices): give --cdi-spec")
 
     def log(message: str) -> None:
         click.echo(f"pycgpu k8s device-plugin: {message}", err=True)
