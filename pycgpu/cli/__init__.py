@@ -86,11 +86,12 @@ class _InOrder(click.Group):
               envvar="PYCGPU_DEV_ROOT", default="/dev", hidden=True)
 @click.pass_context
 def main(ctx: click.Context, cgroup_root: Path | None, sysfs_root: Path, dev_root: Path) -> None:
-    """Manage GPU cgroups: GPU time shares, priority and GPU memory limits.
+    """Manage GPU cgroups: GPU time shares, priority, hard caps and GPU memory
+    limits.
 
-    Drives the gpu cgroup v2 controller: gpu.weight, gpu.priority and
-    gpu.memory.max of groups under the cgroup2 mount, keyed by the MAJ:MIN
-    of each GPU's DRM render node. On a kernel whose GPU memory is the dmem
+    Drives the gpu cgroup v2 controller: gpu.weight, gpu.priority, gpu.max
+    and gpu.memory.max of groups under the cgroup2 mount, keyed by the
+    MAJ:MIN of each GPU's DRM render node. On a kernel whose GPU memory is the dmem
     controller's (Linux 6.14 and later), memory limits go to dmem.max, by
     memory region: a device's only region is named by the device, one of
     several as DEV:REGION (renderD128:vram0; pycgpu devices lists them).
