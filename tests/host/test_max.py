@@ -187,6 +187,8 @@ def test_oci_patch_and_unpatch_the_cap(cli, bundle):  # noqa: F811
     doc = load(config)
     assert "gpu.max" not in doc["linux"]["resources"]["unified"]
     assert doc["annotations"]["pycgpu.io/gpu.max"] == "25ms/50ms"
+    # the bundle's author set the cap: its hook entry allows it
+    assert doc["hooks"]["createRuntime"][0]["args"][-2:] == ["--allow", "pycgpu.io/gpu.max"]
     cli("oci", "patch", str(config), "--max", "40%", "--max", "renderD128=default", "--hook")
     assert load(config)["annotations"]["pycgpu.io/gpu.max"] == "40ms/100ms,226:128=default"
     cli("oci", "unpatch", str(config))

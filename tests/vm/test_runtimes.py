@@ -302,6 +302,62 @@ def test_allocation_over_the_limit_fails_inside(shell, runtime, mount, gpu, othe
         ctr.kill()
 
 
+# keeps 6 jobs of 2 ms queued until a line comes on stdin
+SATURATE = TESTS_ON_PATH + r"""
+import collections, select, sys
+from simgpu import SimGpu
+gpu = SimGpu(sys.argv[1])
+queued = collections.deque(gpu.submit(2_000_000) for _ in range(6))
+print("busy", flush=True)
+while not select.select([sys.stdin], [], [], 0)[0]:
+    gpu.wait(queued.popleft())
+    queued.append(gpu.submit(2_000_000))
+for job in queued:
+    gpu.wait(job)
+"""
+
+
+def test_a_capped_container_is_held_to_its_cap(shell, runtime, mount, gpu):
+    """A bundle patched with --max renderDN=30%: runc/crun write gpu.max from
+    linux.resources.unified, and the container's client, which alone keeps
+    the engine busy, gets 30% of it (issue 40: within 2 points in the VM)."""
+    import time
+
+    blocks = recipe_blocks()
+    setup = blocks["runc:setup"]
+    shell.run(setup[:setup.index("pycgpu oci generate")])  # the rootfs and the parent
+    shell.run(f"pycgpu oci generate --bundle bundle --device {gpu.name} --max {gpu.name}=30% "
+              "--cgroups-path /$PARENT/ctr --no-terminal -- true")
+    bundle = shell.workdir / "bundle"
+    config = json.loads((bundle / "config.json").read_text())
+    assert config["linux"]["resources"]["unified"] == {
+        "gpu.max": f"{devt_of(gpu)} 30000 100000"}
+    config["mounts"] += host_python_mounts(bundle / "rootfs")
+    config["process"]["env"] += ["PYTHONDONTWRITEBYTECODE=1", "HOME=/"]
+    config["process"]["args"] = [sys.executable, "-c", SATURATE, f"/dev/dri/{gpu.name}"]
+    (bundle / "config.json").write_text(json.dumps(config, indent="\t"))
+    ctr = shell.start(blocks[f"{runtime}:run"])
+    try:
+        ctr.until("busy")
+        cg = container_cgroup(mount, shell)
+        dev = devt_of(gpu)
+        assert formats.parse_max(cg.read("gpu.max")).devices[dev] == formats.Cap(30000)
+        time.sleep(0.5)
+
+        def usage() -> int:
+            return formats.parse_nested_keyed(cg.read("gpu.stat"))[dev]["usage_usec"]
+
+        u0, t0 = usage(), time.monotonic()
+        time.sleep(3.0)
+        share = 100 * (usage() - u0) / ((time.monotonic() - t0) * 1e6)
+        assert 26 <= share <= 32, f"a container capped at 30% got {share:.1f}% of the engine"
+        throttled = formats.parse_nested_keyed(cg.read("gpu.stat"))[dev]["nr_throttled"]
+        assert throttled > 0
+        assert ctr.finish() == 0
+    finally:
+        ctr.kill()
+
+
 def test_hook_applies_annotations(shell, runtime, mount, gpu, other_node):
     """Two values for gpu.weight and gpu.memory.max: only the hook can set
     them (unified holds one per file)."""

@@ -161,12 +161,13 @@ def build_patch(state: State, devices: tuple[str, ...], weights: tuple[str, ...]
             nodes.append(oci.DeviceNode.from_device(dev))
     hook = None
     if use_hook or image_check or hook_path:
-        # a priority set by the bundle's own author: its hook entry allows it
-        # (a pod cannot write hook entries; see pycgpu.runtime.allowlist)
-        from ...runtime.annotations import PRIORITY
+        # a priority or a cap set by the bundle's own author: its hook entry
+        # allows it (a pod cannot write hook entries; see pycgpu.runtime.allowlist)
+        from ...runtime.annotations import MAX, PRIORITY
 
-        hook = oci.hook_command(hook_path,
-                                allow=[PRIORITY] if settings.priority is not None else [])
+        allow = ([PRIORITY] if settings.priority is not None else []) + (
+            [MAX] if settings.caps else [])
+        hook = oci.hook_command(hook_path, allow=allow)
     return oci.Patch(devices=nodes, settings=settings, legacy_stanza=legacy_stanza,
                      cgroups_path=cgroups_path, hook=hook, image_check=image_check)
 
