@@ -388,6 +388,44 @@ def _check_sched(host: Host, gpu_ok: bool, report: Report) -> None:
         "says sched=0 and a per-device gpu.weight is refused); only GPU time is charged", fix))
 
 
+# where gpu.max is enforced (the kernel README's driver table): drm_sched's
+# scheduler-owned queues; elsewhere a device's cap fails with EOPNOTSUPP
+_CAPS_ENFORCED = frozenset({"simgpu", "v3d", "panfrost", "lima", "etnaviv", "msm", "amdgpu"})
+_CAPS_WHY = {
+    "i915": "i915's own scheduler: not done yet",
+    "xe": "firmware (GuC) scheduling",
+    "nouveau": "a scheduler per user queue",
+    "panthor": "a scheduler per user queue",
+    "powervr": "a scheduler per user queue",
+    "vgem": "no scheduler",
+}
+
+
+def _check_caps(host: Host, root: Path, gpu_ok: bool, report: Report) -> None:
+    """Which devices take a hard cap (gpu.max), by their drivers, on a
+    kernel that has it (its gpu.stat counts throttling)."""
+    from .devices import discover
+
+    if not gpu_ok or "nr_periods=" not in (_read(root / "gpu.stat") or ""):
+        return
+    try:
+        devices = discover(host.sysfs_root, host.dev_root)
+    except OSError:
+        return
+    yes = [f"{d.name} ({d.driver})" for d in devices if d.driver in _CAPS_ENFORCED]
+    no = [f"{d.name} ({d.driver or 'unknown driver'}: "
+          f"{_CAPS_WHY.get(d.driver or '', 'not known to hold work back')})"
+          for d in devices if d.driver not in _CAPS_ENFORCED]
+    if not devices:
+        return
+    msg = "gpu.max (a hard cap) is enforced on " + (", ".join(yes) or "no device")
+    if no:
+        msg += "; a cap on " + ", ".join(no) + " fails with EOPNOTSUPP"
+    if "amdgpu" in {d.driver for d in devices}:
+        msg += "; on amdgpu it holds the kernel's rings, not KFD or MES user queues"
+    report.findings.append(Finding("caps", INFO, msg))
+
+
 def check(host: Host | None = None, path: str | None = None) -> Report:
     """The findings for @host; @path (a cgroup PATH argument) that breaks the
     path rule raises :class:`pycgpu.core.cgroup.InvalidPath`."""
@@ -410,4 +448,5 @@ def check(host: Host | None = None, path: str | None = None) -> Report:
     _check_memory(host, root, report)
     _check_kfd(host, report)
     _check_sched(host, gpu_ok, report)
+    _check_caps(host, root, gpu_ok, report)
     return report
