@@ -58,11 +58,12 @@ the two policies trading devices in every other run;
 throughput_ratio_vs_fair and
 select_cost_ratio_vs_fair: throughput_ratio and select_cost_ratio, whose
 second device is FAIR's.
-Last, the shapes real clients have (bench/sched_shapes.py):
+Then the shapes real clients have (bench/sched_shapes.py):
 multislot_shallow_error_pts, think_share_error_pts, anticipation_idle_pct,
 inversion_rate_ratio, inversion_rate_ratio_same_band,
 inversion_rate_ratio_idle and inversion_rate_ratio_long_jobs (with its
-_same_band).
+_same_band). Last, gpu.max (bench/sched_caps.py): max_alone_error_pts,
+max_uncapped_ratio, max_nested_error_pts, max_change_ms.
 Writes bench/results/sched.json (6.12) or sched-7.3.json (7.3).
 """
 
@@ -80,6 +81,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from common import save, table  # first: it puts tests/ on sys.path
+from sched_caps import cap_figures
 from sched_shapes import shape_figures
 from schedload import (
     BASE,
@@ -572,6 +574,7 @@ def main() -> int:
         if BASE == "7.3":
             mainline = mainline_figures(top, (node, fifo_node))
         shapes = shape_figures(top)
+        caps, cap_rows = cap_figures(top, node)
     finally:
         top.remove(recursive=True)
     shallow_err = {name: abs(shallow_got[name][0] - want)
@@ -653,6 +656,8 @@ def main() -> int:
         "multislot_shallow_error_pts", "think_share_error_pts", "anticipation_idle_pct",
         "inversion_rate_ratio", "inversion_rate_ratio_same_band", "inversion_rate_ratio_idle",
         "inversion_rate_ratio_long_jobs", "inversion_rate_ratio_long_jobs_same_band")]
+    result.update(caps)
+    rows += cap_rows
     result["base"] = BASE
     result["stock_policy"] = STOCK
     table(f"bench-sched ({BASE}): simgpu, {JOB_NS / 1e6:g} ms jobs, {WINDOW_S:g} s windows, "
