@@ -324,6 +324,13 @@ def value(rng: random.Random, name: str, devs: list[tuple[int, int]]) -> bytes:
                 f"{dev()}{sep}default", f"{dev()}{sep}{number()}{sep}{number()}"][form]
     elif name == "gpu.priority":
         body = rng.choice([str(rng.randint(-1100, 1100)), number(), f"{number()}{sep}{number()}"])
+    elif name == "gpu.max":
+        def us() -> str:
+            return rng.choice([str(rng.randint(0, 1200000)), str(rng.randint(900, 1100)),
+                               "max", number(), "100000", "1000000", "1000001", "4294967296"])
+        key = rng.choice(["", f"default{sep}", f"{dev()}{sep}"])
+        body = rng.choice([f"{key}{us()}", f"{key}{us()}{sep}{us()}", f"{dev()}{sep}default",
+                           f"{key}{us()}{sep}{us()}{sep}{us()}", key.strip() or "default"])
     else:
         unit = rng.choice(["", "", "K", "m", "G", "t", "P", "KB"])
         body = rng.choice([f"{dev()}{sep}{number()}{unit}", f"{dev()}{sep}max", dev(),
@@ -340,6 +347,10 @@ def table_state(name: str, text: str, devs: dict[tuple[int, int], str]) -> objec
     got = parse_back(name, text)
     if name == "gpu.priority":
         return "default" if got is None else got
+    if name == "gpu.max":
+        (mx, period), per = got  # type: ignore[misc]
+        return {"default": [mx or "max", period],
+                **{devs[d]: [c[0] or "max", c[1]] for d, c in per.items() if d in devs}}
     if name == "gpu.weight":
         default, per = got  # type: ignore[misc]
         return {"default": default, **{devs[d]: w for d, w in per.items() if d in devs}}

@@ -401,6 +401,20 @@ _CAPS_WHY = {
 }
 
 
+def cap_enforced(driver: str | None) -> bool:
+    """Whether the kernel enforces gpu.max on a device of @driver (its bound
+    driver's name; msm's display drivers are msm_*), by the kernel README's
+    driver table: drm_sched's scheduler-owned queues (on Linux 7 under FIFO
+    and fair, not round robin)."""
+    name = driver or ""
+    return name in _CAPS_ENFORCED or name.startswith("msm")
+
+
+def cap_not_enforced_why(driver: str | None) -> str:
+    """Why a device of @driver takes no cap (:func:`cap_enforced` False)."""
+    return _CAPS_WHY.get(driver or "", "not known to hold work back")
+
+
 def _check_caps(host: Host, root: Path, gpu_ok: bool, report: Report) -> None:
     """Which devices take a hard cap (gpu.max), by their drivers, on a
     kernel that has it (its gpu.stat counts throttling)."""
@@ -412,15 +426,22 @@ def _check_caps(host: Host, root: Path, gpu_ok: bool, report: Report) -> None:
         devices = discover(host.sysfs_root, host.dev_root)
     except OSError:
         return
-    yes = [f"{d.name} ({d.driver})" for d in devices if d.driver in _CAPS_ENFORCED]
-    no = [f"{d.name} ({d.driver or 'unknown driver'}: "
-          f"{_CAPS_WHY.get(d.driver or '', 'not known to hold work back')})"
-          for d in devices if d.driver not in _CAPS_ENFORCED]
     if not devices:
         return
+    policy = (_read(host.sysfs_root / "module/gpu_sched/parameters/sched_policy") or "").strip()
+    if policy == "0" and _linux_major((_read(host.osrelease) or "").strip()) >= 7:
+        report.findings.append(Finding(
+            "caps", INFO, "gpu.max (a hard cap) is enforced on no device: drm_sched runs its "
+            "round-robin policy (gpu_sched.sched_policy=0), which has no cgroup order; a cap "
+            "on a device fails with EOPNOTSUPP"))
+        return
+    yes = [f"{d.name} ({d.driver})" for d in devices if cap_enforced(d.driver)]
+    no = [f"{d.name} ({d.driver or 'unknown driver'}: {cap_not_enforced_why(d.driver)})"
+          for d in devices if not cap_enforced(d.driver)]
     msg = "gpu.max (a hard cap) is enforced on " + (", ".join(yes) or "no device")
     if no:
-        msg += "; a cap on " + ", ".join(no) + " fails with EOPNOTSUPP"
+        msg += ("; a cap on " + ", ".join(no) + " fails with EOPNOTSUPP, and the default "
+                "line does not act there")
     if "amdgpu" in {d.driver for d in devices}:
         msg += "; on amdgpu it holds the kernel's rings, not KFD or MES user queues"
     report.findings.append(Finding("caps", INFO, msg))

@@ -327,18 +327,19 @@ def format_max_write(cap: Cap | None, dev: DevT | None = None) -> str:
 # a cap as people write it (options, annotations, the device plugin's
 # settings): ``30%``, ``12.5%/50ms``, ``30ms/100ms``, ``30000/100000`` (µs), ``max``
 _CAP_PERCENT = re.compile(r"([0-9]{1,3}(?:\.[0-9]{1,4})?)%")
-_DURATION = re.compile(r"([0-9]{1,7}(?:\.[0-9]{1,6})?)(us|µs|ms|s)?")
-_DURATION_US = {None: 1, "us": 1, "µs": 1, "ms": 1000, "s": 1000000}
+_DURATION = re.compile(r"([0-9]{1,7}(?:\.[0-9]{1,6})?)(us|µs|μs|ms|s)?")
+_DURATION_US = {None: 1, "us": 1, "µs": 1, "μs": 1, "ms": 1000, "s": 1000000}
 CAP_EXPECTED = ("P% of each engine (30%, 12.5%/50ms), MAX/PERIOD (30ms/100ms, "
                 "30000/100000 in µs), or max")
 
 
 def _duration_us(text: str, what: str) -> int:
-    m = _DURATION.fullmatch(text.strip())
-    value = Fraction(m.group(1)) * _DURATION_US[m.group(2)] if m else Fraction(1, 2)
+    m = _DURATION.fullmatch(text)
+    if not m:
+        raise FormatError(f"{what} {shown(text)} does not parse; give {CAP_EXPECTED}")
+    value = Fraction(m.group(1)) * _DURATION_US[m.group(2)]
     if value.denominator != 1:
-        raise FormatError(f"{what} {shown(text.strip())} is not a duration of whole µs (30ms, "
-                          "0.5s, 30000 in µs)")
+        raise FormatError(f"{what} {shown(text)} is not a whole number of µs")
     return int(value)
 
 
@@ -349,7 +350,7 @@ def parse_cap(text: str, what: str = "cap") -> Cap:
     the kernel's). The period defaults to 100 ms, cpu.max's. Checked
     against the kernel's bounds (:func:`check_cap`); :class:`FormatError`
     naming @what."""
-    head, sep, tail = text.strip().partition("/")
+    head, sep, tail = (part.strip() for part in text.strip().partition("/"))
     try:
         period = _duration_us(tail, "the period") if sep else PERIOD_DEFAULT_US
         if head == MAX:
@@ -368,8 +369,9 @@ def parse_cap(text: str, what: str = "cap") -> Cap:
 
 
 def format_cap(cap: Cap) -> str:
-    """@cap as people read it: ``max``, ``30% (30ms/100ms)``; a text
-    :func:`parse_cap` reads back from the part after the space removed."""
+    """@cap as people read it: ``max``, ``30% (30ms/100ms)``; the part in
+    parentheses (or ``max``, ``max/50ms``) is a text :func:`parse_cap`
+    reads back exactly (the percentage is rounded to 4 decimals)."""
     if cap.max_us is None:
         return MAX if cap.period_us == PERIOD_DEFAULT_US else f"{MAX}/{_duration(cap.period_us)}"
     percent = Fraction(100 * cap.max_us, cap.period_us)

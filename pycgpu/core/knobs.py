@@ -41,6 +41,7 @@ NOTHING_TO_SET = "nothing-to-set"
 NO_CONTROLLER = "no-controller"
 GPU_NOT_ENABLED = "gpu-not-enabled"  # details: group
 NO_MEMORY_SUPPORT = "no-memory-support"  # details: file
+NO_CAP_SUPPORT = "no-cap-support"  # a kernel without gpu.max
 PRIORITY_CAPPED = "priority-capped"  # details: ancestor, priority (the one asked for)
 
 
@@ -468,6 +469,9 @@ def _missing_knob(cg: Cgroup, name: str) -> Unavailable:
     elif name.startswith("gpu.memory.") and cg.has(WEIGHT):
         e = Unavailable(errno.ENOENT, f"this kernel lacks {name}")
         e.because(NO_MEMORY_SUPPORT, file=name)
+    elif name == MAX and cg.has(WEIGHT):
+        e = Unavailable(errno.ENOENT, "this kernel lacks gpu.max (the hard cap on GPU time)")
+        e.because(NO_CAP_SUPPORT)
     else:
         e = Unavailable(errno.ENOENT, f"the gpu controller is not enabled for {cg.name} "
                                       f"(no {name})")

@@ -106,12 +106,13 @@ DEVICE_FAMILIES: dict[str, Family] = {
         "nr_periods); absent while the group has no cap and none acted."),
     "pycgpu_gpu_throttled_periods_total": _fam(
         "counter", "kernel", LABELS,
-        "Times the group's work on the device was held back by its cap or an ancestor's "
-        "(gpu.stat nr_throttled)."),
+        "Times the group's work on the device was held back by the group's own cap (a "
+        "group held back by an ancestor's cap counts in the ancestor's) (gpu.stat "
+        "nr_throttled)."),
     "pycgpu_gpu_throttled_seconds_total": _fam(
         "counter", "kernel", LABELS,
-        "Time the group's work on the device was held back by a cap (gpu.stat "
-        "throttled_usec)."),
+        "Time the group's work on the device was held back by its own cap, summed over the "
+        "device's engines, counted when released (gpu.stat throttled_usec)."),
     "pycgpu_gpu_clients": _fam(
         "gauge", "fdinfo", LABELS,
         "Open DRM clients (distinct drm-client-id) of the group's processes."),

@@ -177,8 +177,8 @@ SORT_KEYS: dict[str, Any] = {
     "max": lambda r: -(float("inf") if "max" in r.usage.memory and r.usage.memory["max"] is None
                        else _num(r.usage.memory.get("max"))),
     "hits": lambda r: -_num(r.usage.memory.get("limit_hits")),
-    # uncapped last: a cap of none is the largest
-    "cap": lambda r: _num(r.cap_percent) if r.cap_percent is not None else float("inf"),
+    # no cap is the largest: the tightest caps last (--reverse: first)
+    "cap": lambda r: -(_num(r.cap_percent) if r.cap_percent is not None else float("inf")),
     "throttled": lambda r: -_num(r.throttled_percent),
     "time": lambda r: -_num(r.usage.gpu_time_ns),
     "weight": lambda r: -_num(r.usage.weight),

@@ -224,7 +224,8 @@ def granted_share_caps(config: dict[str, Any]) -> dict[str, Cap]:
     """The cap on each GPU (by render node name) that the container's
     capped shares add up to: the sum of the caps their hook entries carry
     (:func:`pycgpu.runtime.oci.share_cap_of`; each share once, at most
-    the whole period). As with the IDs, only hook entries count, which the
+    the whole period; shares of one GPU with different periods are a
+    :class:`ConfigError`: fail closed). As with the IDs, only hook entries count, which the
     device plugin's CDI spec writes and a pod cannot."""
     from .kubepods import SHARE_ID
     from .oci import share_cap_of, share_id_of
@@ -243,6 +244,10 @@ def granted_share_caps(config: dict[str, Any]) -> dict[str, Cap]:
             continue
         gpu = share.rsplit("-s", 1)[0]
         had = caps.get(gpu)
+        if had is not None and had.period_us != cap.period_us:
+            raise ConfigError(f"the capped shares of {gpu} have different periods "
+                              f"({had.period_us} and {cap.period_us} µs): their caps do not "
+                              "add up")
         total = cap.max_us + (had.max_us or 0 if had is not None else 0)
         caps[gpu] = Cap(min(total, cap.period_us), cap.period_us)
     return caps

@@ -657,6 +657,14 @@ def _add_hook(doc: dict[str, Any], patch: Patch) -> list[str]:
         changes += _set_all(_object(doc, "annotations", "annotations"), values, "annotations")
     hooks = _array(_object(doc, "hooks", "hooks"), "createRuntime", "hooks.createRuntime")
     entry = patch.hook.oci()
+    # the knobs off the default allow-list that the bundle carries, from this
+    # patch or an earlier one (knobs not given stay): its entry allows them
+    table = doc.get("annotations")
+    carried = [k for k in (ann.PRIORITY, ann.MAX) if isinstance(table, dict) and k in table]
+    args = list(entry["args"])
+    given = {args[i + 1] for i in range(len(args) - 1) if args[i] == ALLOW}
+    keys = sorted(given | set(carried))
+    entry["args"] = _command(args) + [a for k in keys for a in (ALLOW, k)]
     # the entry that applies the knobs; those that carry share IDs stay
     ours = [i for i, h in enumerate(hooks) if is_pycgpu_hook(h)]
     if [hooks[i] for i in ours] == [entry]:

@@ -124,7 +124,8 @@ def test_the_hard_cap_in_stat_top_and_the_exporter(env, cli):
         "cap": {"max_us": 30000, "period_us": 100000},
         "nr_periods": 40, "nr_throttled": 25, "throttled_usec": 800000,
         "weight": 100}}  # 226:129 is uncapped there and never used: left out
-    lines = run(env, "stat", "--interval", "0", "--sort", "cap").splitlines()
+    lines = run(env, "top", "--once", "-i", "0", "--sort", "cap", "--reverse").splitlines()
+    lines = lines[lines.index(next(x for x in lines if x.startswith("CONTAINER"))):]
     header = lines[0].split()
     assert header[header.index("WAIT%") + 1:header.index("WAIT%") + 3] == ["CAP%", "THR%"]
     first = lines[1].split()

@@ -240,7 +240,7 @@ def test_set_dry_run(cli, group):
     [(["nope", "--priority", "1"], 2,
       "cgroup /nope does not exist (create it: pycgpu create /nope)"),
      (["/", "--priority", "1"], 2, "the root cgroup has no gpu.* files"),
-     (["a"], 2, "nothing to set: give --weight, --priority or --memory-max"),
+     (["a"], 2, "nothing to set: give --weight, --priority, --memory-max or --max"),
      (["a/../..", "--priority", "1"], 2, "must not contain '..'")],
 )
 def test_set_bad_requests(cli, group, args, code, message):

@@ -137,7 +137,7 @@ def test_names_of_the_values_default_to_the_files_not_the_options():
     ("gpu-not-enabled", {"group": "/g"}, "the gpu controller is not enabled for /g (no x)",
      "the gpu controller is not enabled for /g (no x; fix: pycgpu create /g --exist-ok)"),
     ("nothing-to-set", {}, "nothing to set",
-     "nothing to set: give --weight, --priority or --memory-max"),
+     "nothing to set: give --weight, --priority, --memory-max or --max"),
     ("", {}, "as it is", "as it is"),
 ])
 def test_the_cli_adds_its_advice_by_reason(reason, details, text, advised):

@@ -657,7 +657,9 @@ def test_a_hook_entry_with_allow_options_is_pycgpus(cli, bundle):
     cli("oci", "patch", str(bundle), "--hook", "--hook-path", "/usr/bin/pycgpu",
         "--weight", "200")
     _, _, hooks = knobs_of(load(bundle / "config.json"))
-    assert [h["args"] for h in hooks] == [["pycgpu", "oci", "hook"]]
+    # the priority stays in the annotations: the entry keeps allowing it
+    assert [h["args"] for h in hooks] == [["pycgpu", "oci", "hook", "--allow",
+                                           "pycgpu.io/gpu.priority"]]
     cli("oci", "patch", str(bundle), "--hook", "--hook-path", "/usr/bin/pycgpu",
         "--priority", "-3")
     _, _, hooks = knobs_of(load(bundle / "config.json"))

@@ -32,7 +32,7 @@ from kernel_model import table_state, value
 from pycgpu.core.cgroup import Cgroup
 
 TABLE = Path(__file__).parent.parent / "host" / "fixtures" / "kernel_writes.json"
-FILES = ("gpu.weight", "gpu.priority", "gpu.memory.max")
+FILES = ("gpu.weight", "gpu.priority", "gpu.memory.max", "gpu.max")
 # stand-ins for the two devices while inputs are generated (no literal input contains them)
 SCHED, NOSCHED = (9001, 1), (9002, 2)
 
@@ -54,6 +54,14 @@ EDGES = {
                        "{sched} max", "{sched}", "{sched} -1", "{sched} +5", "{nosched} 4096",
                        "{nosched} max", "226:9999 4096", "{sched} 1.5G", "{sched} 1KB",
                        "{sched} 1 2", "max", "{sched} MAX", "{sched} 8m\n", "  {sched}\t2g  "],
+    "gpu.max": ["", " ", "30000", "30000 100000", "default 30000", "default 30000 50000",
+                "max", "max 50000", "default max", "default max 1000000", "999", "1000",
+                "1000 1000", "1001 1000", "100000 999", "100000 1000001", "4294967295",
+                "4294967296", "-1", "+5000", "5000x", "30000 100000 7", "default",
+                "{sched} 30000", "{sched} 30000 50000", "{sched} max", "{sched} default",
+                "{sched} default 5", "{sched}", "{nosched} 30000", "{nosched} max",
+                "{nosched} default", "226:9999 30000", "  {sched}\t20000\n", "0x1000",
+                "default 1e4", "30000\n\n", "default  2000  4000 "],
 }
 GENERATED = 300  # per file, from the fuzz's grammar with a fixed seed
 
@@ -73,7 +81,8 @@ def inputs() -> list[tuple[str, str]]:
 def reset(cg: Cgroup, sched: str, nosched: str) -> None:
     for name, text in (("gpu.weight", "default 100"), ("gpu.weight", f"{sched} default"),
                        ("gpu.priority", "0"), ("gpu.memory.max", f"{sched} max"),
-                       ("gpu.memory.max", f"{nosched} max")):
+                       ("gpu.memory.max", f"{nosched} max"), ("gpu.max", "default max 100000"),
+                       ("gpu.max", f"{sched} default")):
         if cg.has(name):
             cg.write(name, text)
 

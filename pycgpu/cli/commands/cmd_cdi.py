@@ -49,10 +49,11 @@ def generate(state: State, devices: tuple[str, ...], use_hook: bool, hook_path: 
 
     With --hook every container that gets one of these devices runs
     pycgpu oci hook at createRuntime: it applies pycgpu.io/gpu.weight,
-    pycgpu.io/gpu.priority and pycgpu.io/gpu.memory.max annotations (and
-    pycgpu.io/image-check) that the node's allow-list allows
-    (/etc/pycgpu/runtime/annotations.allow, else all but gpu.priority; --hook-allow
-    adds keys) and does nothing for containers without them.
+    pycgpu.io/gpu.priority, pycgpu.io/gpu.max and pycgpu.io/gpu.memory.max
+    annotations (and pycgpu.io/image-check) that the node's allow-list allows
+    (/etc/pycgpu/runtime/annotations.allow, else all but gpu.priority and
+    gpu.max; --hook-allow adds keys) and does nothing for containers without
+    them.
 
     Exit codes: 0 written; 1 no render nodes or the file cannot be written;
     2 unknown DEV or --hook-allow KEY.

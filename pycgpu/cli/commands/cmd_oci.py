@@ -384,6 +384,7 @@ def hook(state: State, allow: tuple[str, ...], allow_list: Path, proc_root: Path
       pycgpu.io/gpu.weight      300, renderD128=50, 300,renderD129=20
       pycgpu.io/gpu.priority    -10, default (off unless the node allows it)
       pycgpu.io/gpu.memory.max  renderD128=2G, renderD128=2G,renderD129=512M
+      pycgpu.io/gpu.max         30%, renderD128=30ms/100ms (off unless allowed)
       pycgpu.io/image-check     enforce | warn | off (see pycgpu image check)
 
     and of these only the ones on the node's allow-list: the --allow-list
@@ -397,14 +398,16 @@ def hook(state: State, allow: tuple[str, ...], allow_list: Path, proc_root: Path
     found from the state's pid (/proc/PID/cgroup), else from the config's
     linux.cgroupsPath; gpu is enabled along its path where missing (systemd
     leaves it out of its slices). Containers without pycgpu.io/ annotations
-    are left alone.
+    or capped shares are left alone.
 
     Under Kubernetes it records the share IDs the device plugin granted on
     the container's cgroup, for the exporter's pod labels: those of the
     config's hook entries that run /bin/true pycgpu-share-id=ID (one per
     share, from the plugin's CDI devices: whatever can name such a device
     gets its ID). A pycgpu.io/share-ids annotation, which a pod could forge,
-    is ignored.
+    is ignored. Where such an entry also carries pycgpu-share-cap=MAX/PERIOD
+    (the plugin's --capped shares), the container's gpu.max on that GPU is
+    the sum of its shares' caps, whatever an annotation asks.
 
     Exit codes: 0 applied (or nothing to do); 1 the host refused or lacks
     something, or the allow-list file is not trusted; 2 bad state or

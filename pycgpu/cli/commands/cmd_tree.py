@@ -25,7 +25,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
-    from ...core.knobs import Plan
+    from ...core.knobs import Plan, Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -45,8 +45,9 @@ a PCI address like 0000:00:02.0 or 00:02.0, or MAJ:MIN like 226:128):
   --memory-max DEV:REGION=SIZE
                         on dmem, the limit in one of DEV's several regions
                         (renderD128:vram0=2G); pycgpu devices lists them
-  --max CAP             hard cap on GPU time, on every device (gpu.max): at
-                        most CAP of each engine, even when the GPU is idle
+  --max CAP             hard cap on GPU time (gpu.max's default line, also
+                        default=CAP): at most CAP of each engine, even when the
+                        GPU is idle, on every device that can hold work back
   --max DEV=CAP         the cap on one device; DEV=default drops the override
                         CAP: 30% (of every 100 ms), 12.5%/50ms, 30ms/100ms,
                         30000/100000 (µs), or max (no cap)
@@ -81,6 +82,36 @@ def knob_options(f: F) -> F:
                      help="GPU time weight 1..10000, for all devices or DEV=W for one. "
                           "Repeatable.")(f)
     return f
+
+
+def _with_cap_notes(state: State, settings: Settings, make_plan: Callable[[], Plan]
+                    ) -> Callable[[], Plan]:
+    """@make_plan, whose plan warns when gpu.max's default line will not act
+    on a device (its driver cannot hold work back: the kernel takes the
+    line and ignores it there; a cap of that device's own is refused)."""
+    default = settings.caps.get(None)
+    if default is None or default.max_us is None:
+        return make_plan
+
+    def plan() -> Plan:
+        from ...core.capabilities import cap_enforced, cap_not_enforced_why
+        from ...core.errors import Error
+        from ...core.knobs import Notice
+
+        made = make_plan()
+        try:
+            devices = state.devices()
+        except (Error, OSError, click.ClickException):  # no sysfs to tell: no note
+            return made
+        idle = [f"{d.name} ({d.driver or 'unknown driver'}: {cap_not_enforced_why(d.driver)})"
+                for d in devices if not cap_enforced(d.driver) and d.devt not in settings.caps]
+        if idle:
+            made.warnings.append(Notice(
+                "the default cap does not act on " + ", ".join(idle) + ": its engines cannot "
+                "hold work back (the kernel README's driver table)"))
+        return made
+
+    return plan
 
 
 def _plan_and_run(state: State, path: str, dry_run: bool, make_plan: Callable[[], Plan]) -> None:
@@ -163,8 +194,8 @@ def create(state: State, path: str, weights: tuple[str, ...], priority: tuple[st
 
     cg = state.cgroup(path)
     settings = settings_from_options(state, weights, priority, memory_max, caps)
-    _plan_and_run(state, path, dry_run, lambda: knobs.plan_create(
-        cg, settings, exist_ok=exist_ok, raise_ancestors=raise_ancestors))
+    _plan_and_run(state, path, dry_run, _with_cap_notes(state, settings, lambda: knobs.plan_create(
+        cg, settings, exist_ok=exist_ok, raise_ancestors=raise_ancestors)))
 
 
 @click.command("set", short_help="Change knobs of a group, all or none.",
@@ -201,8 +232,8 @@ def set_(state: State, path: str, weights: tuple[str, ...], priority: tuple[str,
 
     cg = state.cgroup(path)
     settings = settings_from_options(state, weights, priority, memory_max, caps)
-    _plan_and_run(state, path, dry_run, lambda: knobs.plan_set(
-        cg, settings, raise_ancestors=raise_ancestors))
+    _plan_and_run(state, path, dry_run, _with_cap_notes(state, settings, lambda: knobs.plan_set(
+        cg, settings, raise_ancestors=raise_ancestors)))
 
 
 @click.command("rm", short_help="Remove a group (--recursive: with descendants).")

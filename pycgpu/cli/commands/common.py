@@ -78,11 +78,13 @@ _ADVICE: dict[str, tuple[str, str]] = {
     "unknown-device": ("tail", " (see pycgpu devices)"),
     "no-group": ("paren", "create it: pycgpu create {group}"),
     "exists": ("paren", "change it with pycgpu set {group}, or pass --exist-ok"),
-    "nothing-to-set": ("tail", ": give --weight, --priority or --memory-max"),
+    "nothing-to-set": ("tail", ": give --weight, --priority, --memory-max or --max"),
     "no-controller": ("inside", "fix: see pycgpu check"),
     "gpu-not-enabled": ("inside", "fix: pycgpu create {group} --exist-ok"),
     "no-memory-support": ("paren", "fix: boot a kernel with the gpu memory support, or leave "
                                    "out --memory-max"),
+    "no-cap-support": ("paren", "fix: boot a kernel of the series with gpu.max, or leave out "
+                                "--max"),
     "priority-capped": ("paren", "fix: add --raise-ancestors, or pycgpu set {ancestor} "
                                  "--priority {priority}"),
     "outside-root": ("paren", "or pass --cgroup-root {mount}"),
@@ -111,7 +113,7 @@ def advised(e: BaseException | str) -> str:
 
 
 _ACCESS_HINT = "run as root, or inside a cgroup subtree delegated to you"
-_KNOBS = ("gpu.weight", "gpu.priority", "gpu.memory.max")
+_KNOBS = ("gpu.weight", "gpu.priority", "gpu.memory.max", "gpu.max")
 
 
 def hint(e: OSError, path: str | None = None) -> str | None:
