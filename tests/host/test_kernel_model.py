@@ -31,7 +31,7 @@ TABLE = Path(__file__).parent / "fixtures" / "kernel_writes.json"
 # inputs such as "+226:+128" mean the same device here
 SCHED, NOSCHED = (226, 129), (226, 128)
 KEYS = {SCHED: "{sched}", NOSCHED: "{nosched}"}
-FILES = ("gpu.weight", "gpu.priority", "gpu.memory.max")
+FILES = ("gpu.weight", "gpu.priority", "gpu.memory.max", "gpu.max")
 
 
 def model() -> Model:
