@@ -256,8 +256,10 @@ class Model:
             return (self.default, dict(self.weights))
         if name == "gpu.priority":
             return self.priority
-        if name == "gpu.max":
-            return (self.cap, dict(self.dev_caps))
+        if name == "gpu.max":  # as the file shows it: a period never set is the default
+            def shown(c: tuple[int, int]) -> tuple[int, int]:
+                return (c[0], c[1] or PERIOD_DFL)
+            return (shown(self.cap), {d: shown(c) for d, c in self.dev_caps.items()})
         return {d: self.mem.get(d, U64_MAX) for d in self.devices}
 
 

@@ -239,3 +239,15 @@ def test_a_size_pycgpu_takes_means_what_the_kernel_takes_it_to_mean(text):
 @pytest.mark.parametrize("text", ["1_000", "\u0665", "\u00b2", "1e3", "0x10", "1.0"])
 def test_look_alike_numbers_are_refused(text):
     assert pycgpu_number(text, formats.check_weight) is None
+
+
+def test_a_new_groups_cap_reads_back_as_the_model_says():
+    """The fuzz (tests/vm/test_robust_fuzz.py) compares a file's read-back
+    with Model.read(): a period never written reads as the default."""
+    from kernel_model import parse_back
+
+    m = model()
+    assert parse_back("gpu.max", m.render("gpu.max")) == m.read("gpu.max")
+    m.write("gpu.max", b"226:129 5000")
+    assert m.read("gpu.max") == ((0, 100000), {SCHED: (5000, 100000)})
+    assert parse_back("gpu.max", m.render("gpu.max")) == m.read("gpu.max")

@@ -1,5 +1,5 @@
 """Fuzzed knobs (make test-debug): 100,000 random and grammar-aware writes to
-gpu.weight, gpu.priority and gpu.memory.max (6.12; on 7.3 GPU memory is
+gpu.weight, gpu.priority, gpu.max and gpu.memory.max (6.12; on 7.3 GPU memory is
 dmem's, whose parser is upstream's) from four processes, each on
 its own cgroup, while buffers are allocated and jobs run there. Every write
 is checked against the reference model of tests/kernel_model.py (written
@@ -40,7 +40,8 @@ def fuzz(path: str, devices: dict, seed: int, n: int, out) -> None:
         rng = random.Random(seed)
         model = Model(devices)
         devs = list(devices)
-        names = ["gpu.weight", "gpu.priority"] + ([] if DMEM else ["gpu.memory.max"])
+        # gpu.max too: caps come and go on groups whose loads keep simgpu busy
+        names = ["gpu.weight", "gpu.priority", "gpu.max"] + ([] if DMEM else ["gpu.memory.max"])
         accepted = 0
         for i in range(n):
             name = rng.choice(names)
