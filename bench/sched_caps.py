@@ -98,9 +98,9 @@ def _nested(top: Cgroup, node: Path) -> float:
     return part
 
 
-def _change(top: Cgroup, node: Path, before: float = 30, after: float = 70) -> float:
+def _change(top: Cgroup, node: Path, before: float = 30, after: float = 70) -> float | None:
     """ms from raising the cap to the end of the first 100 ms window at
-    (after - 3)% or more."""
+    (after - 3)% or more; None if none within 2 s."""
     dev = devt(node)
     g = _group(top, "change", before)
     loads = _loaded([g], node)
@@ -123,7 +123,7 @@ def _change(top: Cgroup, node: Path, before: float = 30, after: float = 70) -> f
         t2, u2 = samples[j]
         if 100 * (u2 - u) / ((t2 - t) * 1e6) >= after - 3:
             return 1000 * (t2 - t_write)
-    return float("inf")
+    return None
 
 
 def cap_figures(top: Cgroup, node: Path) -> tuple[dict[str, object], list[tuple[str, str]]]:
@@ -146,7 +146,7 @@ def cap_figures(top: Cgroup, node: Path) -> tuple[dict[str, object], list[tuple[
         "max_uncapped_ratio": round(ratio, 3),
         "max_nested_error_pts": round(abs(nested - 40), 2),
         "max_nested_pct": round(nested, 2),
-        "max_change_ms": round(change, 1),
+        "max_change_ms": None if change is None else round(change, 1),
     }
     rows = [(f"gpu.max alone at {c:g}%", f"{p:.1f}% of the engine") for c, p in alone.items()]
     rows += [
@@ -155,7 +155,8 @@ def cap_figures(top: Cgroup, node: Path) -> tuple[dict[str, object], list[tuple[
                                        f"(alone {free_alone:.1f}%)"),
         ("max_uncapped_ratio", f"{ratio:.3f}  (target 0.97)"),
         ("child 50% under parent 40%", f"{nested:.1f}%"),
-        ("max_change_ms (30% -> 70%)", f"{change:.0f} ms  (target 200)"),
+        ("max_change_ms (30% -> 70%)",
+         "none within 2 s" if change is None else f"{change:.0f} ms  (target 200)"),
     ]
     return result, rows
 

@@ -405,7 +405,8 @@ def cap_enforced(driver: str | None) -> bool:
     """Whether the kernel enforces gpu.max on a device of @driver (its bound
     driver's name; msm's display drivers are msm_*), by the kernel README's
     driver table: drm_sched's scheduler-owned queues (on Linux 7 under FIFO
-    and fair, not round robin)."""
+    and fair only: :func:`_check_caps` says so for round robin; this looks
+    at the driver alone)."""
     name = driver or ""
     return name in _CAPS_ENFORCED or name.startswith("msm")
 

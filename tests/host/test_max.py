@@ -315,3 +315,11 @@ def test_a_default_cap_warns_of_the_devices_it_does_not_act_on(cli):
         "done yet): its engines cannot hold work back (the kernel README's driver table)")
     assert cli.fake.read("a/gpu.max") == "default 30000 100000\n226:129 max 100000\n"
     assert cli("set", "a", "--max", "max").output == ""
+
+
+def test_a_device_put_back_on_the_default_line_is_warned_of(cli):
+    """DEV=default puts a device that cannot hold work back on the default
+    line, which then does not act there: warned, as a device without a line."""
+    cli.fake.make("a")
+    r = cli("set", "a", "--max", "30%", "--max", "renderD128=default", "--max", "renderD129=max")
+    assert "the default cap does not act on renderD128 (i915" in r.output

@@ -103,8 +103,10 @@ def _with_cap_notes(state: State, settings: Settings, make_plan: Callable[[], Pl
             devices = state.devices()
         except (Error, OSError, click.ClickException):  # no sysfs to tell: no note
             return made
+        # a device's own cap is refused by the kernel; DEV=default leaves it on the default line
         idle = [f"{d.name} ({d.driver or 'unknown driver'}: {cap_not_enforced_why(d.driver)})"
-                for d in devices if not cap_enforced(d.driver) and d.devt not in settings.caps]
+                for d in devices if not cap_enforced(d.driver)
+                and settings.caps.get(d.devt) is None]
         if idle:
             made.warnings.append(Notice(
                 "the default cap does not act on " + ", ".join(idle) + ": its engines cannot "
