@@ -204,6 +204,13 @@ def container_devts(config: dict[str, Any]) -> set[Any]:
     return out
 
 
+def _create_runtime_entries(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """The config's ``hooks.createRuntime`` entries that are objects."""
+    hooks = config.get("hooks")
+    entries = hooks.get("createRuntime") if isinstance(hooks, dict) else None
+    return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+
+
 def granted_share_ids(config: dict[str, Any]) -> tuple[str, ...]:
     """The share IDs the device plugin granted the container: those its
     config's hook entries carry (``pycgpu-share-id=ID``, from the plugin's
@@ -213,10 +220,7 @@ def granted_share_ids(config: dict[str, Any]) -> tuple[str, ...]:
     from .kubepods import SHARE_ID
     from .oci import share_id_of
 
-    hooks = config.get("hooks")
-    entries = hooks.get("createRuntime") if isinstance(hooks, dict) else None
-    found = [share_id_of(e) for e in entries if isinstance(e, dict)] if isinstance(
-        entries, list) else []
+    found = [share_id_of(e) for e in _create_runtime_entries(config)]
     return tuple(dict.fromkeys(i for i in found if i is not None and SHARE_ID.fullmatch(i)))
 
 
@@ -230,12 +234,10 @@ def granted_share_caps(config: dict[str, Any]) -> dict[str, Cap]:
     from .kubepods import SHARE_ID
     from .oci import share_cap_of, share_id_of
 
-    hooks = config.get("hooks")
-    entries = hooks.get("createRuntime") if isinstance(hooks, dict) else None
     caps: dict[str, Cap] = {}
     seen: set[str] = set()
-    for e in entries if isinstance(entries, list) else []:
-        share = share_id_of(e) if isinstance(e, dict) else None
+    for e in _create_runtime_entries(config):
+        share = share_id_of(e)
         if share is None or share in seen or not SHARE_ID.fullmatch(share):
             continue
         seen.add(share)
