@@ -78,8 +78,11 @@ def _group(path: Path, usage: dict[DevT, tuple[int, int, int | None]], cg_files:
         "gpu.weight": "default 100\n",
         "gpu.priority": "0\n",
         "gpu.priority.effective": "0\n",
-        "gpu.stat": "".join(f"{d} usage_usec={u} wait_usec={u // 10}\n"
+        # the series' own lines: sched=, and gpu.max's counters
+        "gpu.stat": "".join(f"{d} usage_usec={u} wait_usec={u // 10} sched=1 nr_periods=0 "
+                            f"nr_throttled=0 throttled_usec=0\n"
                             for d, (u, _, _) in usage.items()),
+        "gpu.max": "default max 100000\n",
         "gpu.memory.current": "".join(f"{d} {m}\n" for d, (_, m, _) in usage.items()),
         "gpu.memory.peak": "".join(f"{d} {m}\n" for d, (_, m, _) in usage.items()),
         "gpu.memory.max": "".join(f"{d} {'max' if x is None else x}\n"
@@ -138,7 +141,8 @@ def advance(leaves: list[tuple[Path, Usage]], step: int) -> None:
         for d, (u, m, _) in usage.items():
             u2 = u + 997 * step if u else 0
             m2 = m + 4096 * (step % 5) if m else 0
-            stat.append(f"{d} usage_usec={u2} wait_usec={u2 // 10}\n")
+            stat.append(f"{d} usage_usec={u2} wait_usec={u2 // 10} sched=1 nr_periods=0 "
+                        f"nr_throttled=0 throttled_usec=0\n")
             current.append(f"{d} {m2}\n")
         (path / "gpu.stat").write_text("".join(stat))
         (path / "gpu.memory.current").write_text("".join(current))
