@@ -35,6 +35,7 @@ from .commands import (
     cmd_k8s,
     cmd_monitor,
     cmd_oci,
+    cmd_run,
     cmd_schema,
     cmd_show,
     cmd_tree,
@@ -100,7 +101,7 @@ def main(ctx: click.Context, cgroup_root: Path | None, sysfs_root: Path, dev_roo
 
 
 for _command in (cmd_devices.devices, cmd_tree.create, cmd_tree.set_, cmd_show.show, cmd_tree.rm,
-                 cmd_exec.exec_, cmd_check.check,
+                 cmd_exec.exec_, cmd_run.run, cmd_check.check,
                  cmd_oci.oci, cmd_cdi.cdi, cmd_image.image, cmd_k8s.k8s, *cmd_monitor.COMMANDS,
                  cmd_schema.schema):
     main.add_command(_command)

@@ -154,7 +154,9 @@ class FakeKernel:
     def rmdir(self, path: Path) -> None:
         if any(p.is_dir() for p in path.iterdir()):
             raise _err(errno.ENOTEMPTY)
-        if (path / "cgroup.procs").read_text().strip():
+        # a process that exited has left the group, as the kernel drops it
+        if any(os.path.exists(f"/proc/{pid}")
+               for pid in (path / "cgroup.procs").read_text().split()):
             raise _err(errno.EBUSY)
         for p in path.iterdir():
             p.unlink()

@@ -4,6 +4,7 @@ validation before any write, all-or-none with rollback, --dry-run."""
 from __future__ import annotations
 
 import errno
+import os
 
 import pytest
 
@@ -316,10 +317,11 @@ def test_rm_with_children_needs_recursive(cli):
 def test_rm_busy_group_removes_nothing(cli):
     cli.fake.make("a/b")
     cli.fake.make("a/c")  # removable, but all or none: it stays too
-    (cli.fake.root / "a" / "b" / "cgroup.procs").write_text("4242\n")
+    pid = os.getpid()  # a process that is there
+    (cli.fake.root / "a" / "b" / "cgroup.procs").write_text(f"{pid}\n")
     before = cli.fake.snapshot()
     r = cli("rm", "-r", "a", code=1)
-    assert "cgroup /a/b still has processes (4242): move them out first" in r.output
+    assert f"cgroup /a/b still has processes ({pid}): move them out first" in r.output
     assert (cli.fake.root / "a" / "b").exists()
     assert cli.fake.snapshot() == before
 

@@ -414,6 +414,55 @@ def test_exec_missing_command(mount, cgroup):
     assert "command not found" in r.stderr
 
 
+# run ----------------------------------------------------------------------------------
+
+
+def test_run_runs_in_a_capped_group_and_removes_it(mount, cgroup, sim_dev):
+    """run as a real process: COMMAND is in the new group from its start,
+    the knobs are in the kernel's files while it runs, the group is gone
+    once it ends and the status is COMMAND's."""
+    path = rel(cgroup, "r", "job")
+    r = run_process(mount, "run", "--max", f"{sim_dev.name}=30%", "--weight", "300", path,
+                    "--", "sh", "-c", f"cat /proc/self/cgroup {mount}/{path}/gpu.max; exit 5")
+    assert r.returncode == 5, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == f"0::/{path}"
+    assert f"{sim_dev.devt} 30000 100000" in lines[1:]
+    assert not Cgroup(mount, path).exists()
+    assert not Cgroup(mount, rel(cgroup, "r")).exists()  # made by run: removed too
+
+
+def test_run_passes_sigterm_on_and_leaves_a_group_with_processes(mount, cgroup, tmp_path):
+    """SIGTERM to pycgpu ends COMMAND (exit 128+15); a child COMMAND left
+    running keeps the group, which run says and leaves."""
+    path = rel(cgroup, "r2")
+    pidfile = tmp_path / "pid"
+    proc = subprocess.Popen([sys.executable, "-m", "pycgpu", "--cgroup-root", str(mount),
+                             "run", path, "--", "sh", "-c",
+                             # the sleep keeps no pipe of the test's open
+                             f"sleep 300 </dev/null >/dev/null 2>&1 & echo $! > {pidfile}; wait"],
+                            stderr=subprocess.PIPE, text=True)
+    cg = Cgroup(mount, path)
+    try:
+        deadline = time.monotonic() + 60
+        while not (pidfile.exists() and pidfile.read_text().strip()) and (
+                time.monotonic() < deadline):
+            time.sleep(0.05)
+        left = int(pidfile.read_text())
+        assert left in cg.procs()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 128 + signal.SIGTERM, err
+        assert f"warning: cgroup /{path} left in place: processes remain ({left})" in err
+        assert cg.exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if pidfile.exists() and pidfile.read_text().strip():
+            os.kill(int(pidfile.read_text()), signal.SIGKILL)
+    wait_empty(cg)
+
+
 # check --------------------------------------------------------------------------------
 
 

@@ -1,0 +1,211 @@
+"""``pycgpu run``: run a command in a new group made with knobs, and remove
+the group when the command ends (a transient group, as ``systemd-run
+--scope`` makes a transient scope)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from types import FrameType
+
+import click
+
+from ...core.cgroup import Cgroup, CgroupError
+from ...core.formats import printable_name
+from .cmd_tree import KNOBS_HELP, _plan_and_run, _with_cap_notes, knob_options, raise_option
+from .common import (
+    EXIT_CANNOT_EXECUTE,
+    EXIT_NOT_FOUND,
+    BadValue,
+    Refused,
+    State,
+    complete_path,
+    pass_state,
+    settings_from_options,
+    translated,
+)
+
+# passed on to COMMAND while it runs; SIGINT and SIGQUIT from a terminal
+# reach it (its process group) already, so pycgpu ignores them while it
+# waits, as system(3) does
+FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+IGNORED = (signal.SIGINT, signal.SIGQUIT)
+
+
+@click.command(
+    "run", short_help="Run a command in a new group with knobs, removed when it ends.",
+    epilog=KNOBS_HELP,
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@knob_options
+@raise_option
+@click.option("--keep", is_flag=True,
+              help="Leave the group in place when COMMAND ends (its counters stay readable).")
+@click.argument("path", shell_complete=complete_path)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@pass_state
+def run(state: State, path: str, command: tuple[str, ...], weights: tuple[str, ...],
+        priority: tuple[str, ...], memory_max: tuple[str, ...], caps: tuple[str, ...],
+        dry_run: bool, raise_ancestors: bool, keep: bool) -> None:
+    """Create the cgroup PATH with the knobs given (as create does, all or
+    none), run COMMAND in it, and remove the groups it created once COMMAND
+    has ended.
+
+    pycgpu's options go before PATH; everything after PATH is COMMAND (put
+    -- before a COMMAND that starts with -). PATH must not exist. COMMAND
+    is in the group from its first instruction, so the GPU time and memory
+    of it and of its children are the group's. The exit status is
+    COMMAND's (128+N if a signal N ended it; 126: it cannot be executed,
+    127: not found, and then nothing is left behind). While COMMAND runs,
+    pycgpu passes SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 on to it and
+    ignores SIGINT and SIGQUIT, which a terminal sends to COMMAND itself.
+
+    When COMMAND ends, the groups run created are removed, the deepest
+    first; a group where processes remain (children COMMAND left running)
+    is left in place, with a warning naming them. --keep leaves the groups
+    in place, for their counters (pycgpu show PATH) to be read.
+
+    \b
+    Examples:
+      pycgpu run --max 30% batch/render -- blender -b scene.blend -a
+      pycgpu run --weight 300 --priority 50 ai/job-42 -- python train.py
+      pycgpu run --memory-max renderD128=2G --keep ai/try -- ./bench
+      pycgpu run --max renderD128=20ms/100ms --dry-run batch/x -- ./render
+    """
+    from ...core import knobs
+
+    command = _command(command)
+    cg = state.cgroup(path)
+    if cg.is_root:
+        raise BadValue("run makes a group of its own: name a child group of the root")
+    settings = settings_from_options(state, weights, priority, memory_max, caps)
+    made: list[Cgroup] = []
+
+    def plan() -> knobs.Plan:
+        p = knobs.plan_create(cg, settings, raise_ancestors=raise_ancestors)
+        made[:] = [g for kind, g in p.structure if kind == knobs.MKDIR]
+        return p
+
+    _plan_and_run(state, path, dry_run, _with_cap_notes(state, settings, plan))
+    if dry_run:
+        click.echo(printable_name(f"would run {' '.join(shlex.quote(w) for w in command)} "
+                                  f"in {cg.path}"))
+        if not keep:
+            for g in reversed(made):
+                click.echo(f"would rmdir {printable_name(str(g.path))} once it is empty")
+        return
+    try:
+        code = _run_in(cg, command)
+    finally:
+        if not keep:
+            _remove(state, made)
+    sys.exit(code)
+
+
+def _command(words: tuple[str, ...]) -> tuple[str, ...]:
+    """COMMAND, after an optional --; an option word before it is a
+    mistake (pycgpu's options go before PATH)."""
+    if words and words[0] == "--":
+        words = words[1:]
+    elif words and words[0].startswith("-"):
+        raise BadValue(f"{words[0]!r} after PATH: pycgpu's options go before PATH, and a "
+                       "COMMAND that starts with - comes after --")
+    if not words:
+        raise BadValue("no COMMAND given (pycgpu run [OPTIONS] PATH [--] COMMAND [ARG]...)")
+    return words
+
+
+def _run_in(cg: Cgroup, command: tuple[str, ...]) -> int:
+    """Start @command in @cg, pass signals on until it ends: its exit
+    status, as a shell gives it."""
+    procs = cg.path / "cgroup.procs"
+    old = {s: signal.getsignal(s) for s in (*FORWARDED, *IGNORED)}
+    child: subprocess.Popen[bytes] | None = None
+    pending: list[int] = []
+
+    def enter() -> None:  # in the child, before exec
+        # an ignored signal stays ignored across exec: COMMAND gets the
+        # caller's SIGINT and SIGQUIT back
+        for s in IGNORED:
+            signal.signal(s, signal.SIG_IGN if old[s] == signal.SIG_IGN else signal.SIG_DFL)
+        with open(procs, "w") as f:
+            f.write(str(os.getpid()))
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        if child is None:
+            pending.append(signum)  # came before COMMAND started: passed on once it has
+        else:
+            child.send_signal(signum)
+
+    for s in FORWARDED:
+        signal.signal(s, forward)
+    for s in IGNORED:
+        signal.signal(s, signal.SIG_IGN)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            # preexec_fn is safe here: the CLI runs no other thread
+            child = subprocess.Popen(list(command), preexec_fn=enter)
+        except FileNotFoundError:
+            click.echo(f"Error: {printable_name(command[0])}: command not found", err=True)
+            return EXIT_NOT_FOUND
+        except PermissionError as e:
+            click.echo(f"Error: cannot execute {printable_name(command[0])}: {e.strerror}",
+                       err=True)
+            return EXIT_CANNOT_EXECUTE
+        except subprocess.SubprocessError:
+            raise Refused(f"cannot move COMMAND into {procs} (pycgpu run --dry-run says "
+                          "why)") from None
+        for signum in pending:
+            child.send_signal(signum)
+        while True:
+            try:
+                status = child.wait()
+                break
+            except InterruptedError:  # pragma: no cover - PEP 475 retries
+                continue
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+    return 128 - status if status < 0 else status
+
+
+def _remove(state: State, made: list[Cgroup]) -> None:
+    """Remove the groups run made, the deepest first, under the tree's lock
+    (as rm); say which stay."""
+    from ...core import locks
+
+    with locks.tree_lock(state.mount):
+        for g in reversed(made):
+            if not _rmdir(g):
+                return
+
+
+def _rmdir(g: Cgroup) -> bool:
+    """Remove @g; if it cannot be, say so: whether it was."""
+    try:
+        with translated(g.name):
+            g.remove()
+        return True
+    except (click.ClickException, CgroupError, OSError) as e:
+        pids = _procs(g)
+        if pids:
+            shown = " ".join(map(str, pids[:5])) + (" ..." if len(pids) > 5 else "")
+            why = f"processes remain ({shown})"
+        else:
+            why = e.format_message() if isinstance(e, click.ClickException) else str(e)
+        click.echo(f"warning: cgroup {printable_name(g.name)} left in place: {why} "
+                   f"(remove it with pycgpu rm {printable_name(g.name)})", err=True)
+        return False
+
+
+def _procs(g: Cgroup) -> list[int]:
+    try:
+        return g.procs()
+    except (CgroupError, OSError):
+        return []
+
