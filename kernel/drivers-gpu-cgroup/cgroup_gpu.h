@@ -10,8 +10,9 @@
  * client (one per DRM file, owned by the DRM core) and runs on an engine
  * (one per hardware scheduler). The controller keeps the policy state and
  * answers "which ready queue runs next" (gpucg_queue_pick()), "does A go
- * before B" (gpucg_queue_before()) and "what share has this queue"
- * (gpucg_queue_share()); the driver reports GPU time with
+ * before B" (gpucg_queue_before()), "what share has this queue"
+ * (gpucg_queue_share()) and "does gpu.max hold it back now"
+ * (gpucg_queue_throttled()); the driver reports GPU time with
  * gpucg_queue_start() and gpucg_charge(), or gpucg_queue_charge() alone.
  * A driver that keeps strict priorities in its own queue composes the
  * owner's gpucg_client_priority() into them.
@@ -211,6 +212,7 @@ void gpucg_charge(struct gpucg_engine *engine, struct gpucg_ticket *t,
 void gpucg_queue_charge(struct gpucg_queue *q, u64 ns);
 bool gpucg_queue_before(const struct gpucg_queue *a,
 			const struct gpucg_queue *b);
+bool gpucg_queue_throttled(struct gpucg_queue *q, u64 *retry_ns);
 u32 gpucg_queue_share(struct gpucg_queue *q);
 bool gpucg_boost_link(struct gpucg_boost *b, struct gpucg_queue *waiter,
 		      struct gpucg_queue *holder,
@@ -387,6 +389,13 @@ static inline void gpucg_queue_charge(struct gpucg_queue *q, u64 ns)
 static inline bool gpucg_queue_before(const struct gpucg_queue *a,
 				      const struct gpucg_queue *b)
 {
+	return false;
+}
+
+static inline bool gpucg_queue_throttled(struct gpucg_queue *q,
+					 u64 *retry_ns)
+{
+	*retry_ns = 0;
 	return false;
 }
 

@@ -241,7 +241,8 @@
  *   GPUCG_EXPIRE_BATCH links a section, each passing its change on to at
  *   most GPUCG_BOOST_BUDGET more, and so does an engine's destruction.
  *   Caps (gpu.max, below): a charge re-sorts the entities on its path whose
- *   throttle changes (O(depth^2 * log n)); a pick releases at most
+ *   throttle changes (O(depth^2 * log n)); a pick, or a driver's
+ *   question whether a queue is throttled, releases at most
  *   GPUCG_CAP_BATCH throttled entities, and an engine's destruction
  *   releases them in batches of as many, the lock dropped in between,
  *   however many capped cgroups a delegatee made.
@@ -1927,10 +1928,13 @@ void gpucg_sched_pool_free(struct gpucg_pool *pool)
  * @engine: the engine; NULL is ignored
  *
  * For a driver that picks with gpucg_queue_pick() and starts nothing the
- * pick does not return, asking again when it says (drm_sched's glue): a
- * throttled cgroup's work is then held until its next period. Without it,
- * a write of gpu.max for the engine's device fails with EOPNOTSUPP (unless
- * another engine of the device enforces it), and the engine ignores caps.
+ * pick does not return, asking again when it says (drm_sched's glue), or
+ * that keeps its own queue and starts no work of a queue while
+ * gpucg_queue_throttled() says so, asking again when it says (i915's
+ * execlists): a throttled cgroup's work is then held until its next
+ * period. Without it, a write of gpu.max for the engine's device fails
+ * with EOPNOTSUPP (unless another engine of the device enforces it), and
+ * the engine ignores caps.
  *
  * Context: process context, before the engine's first pick.
  */
@@ -3188,6 +3192,41 @@ void gpucg_queue_charge(struct gpucg_queue *q, u64 ns)
 	gpucg_entity_unpin(ent);
 }
 EXPORT_SYMBOL_GPL(gpucg_queue_charge);
+
+/**
+ * gpucg_queue_throttled() - whether gpu.max holds a queue's work back
+ * @q: a queue
+ * @retry_ns: set, if it does, to the time after which to ask again (a
+ *	      period at most), else to 0
+ *
+ * For a driver that keeps its own queue and enforces gpu.max on the engine
+ * (gpucg_engine_enforce_max(); i915's execlists): it starts no work of @q
+ * while this says so. Releases the engine's throttled entities whose
+ * period came first, as a pick does (GPUCG_CAP_BATCH at most). A queue of
+ * no engine, or of one that does not enforce caps, is never throttled.
+ *
+ * Context: any context; takes the engine's lock.
+ * Return: whether @q's cgroup, or a cgroup above it, used its cap on the
+ * engine for the current period.
+ */
+bool gpucg_queue_throttled(struct gpucg_queue *q, u64 *retry_ns)
+{
+	unsigned long flags;
+	bool held;
+	u64 next;
+
+	*retry_ns = 0;
+	if (!q->engine || !READ_ONCE(q->engine->caps))
+		return false;
+	spin_lock_irqsave(&q->engine->lock, flags);
+	next = gpucg_cap_expire(q->engine, gpucg_now());
+	held = gpucg_cap_held(q->ent);
+	spin_unlock_irqrestore(&q->engine->lock, flags);
+	if (held)
+		*retry_ns = max(next, GPUCG_RETRY_MIN_NS);
+	return held;
+}
+EXPORT_SYMBOL_GPL(gpucg_queue_throttled);
 
 /**
  * gpucg_queue_before() - does @a run before @b by the controller's policy?

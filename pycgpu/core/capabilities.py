@@ -389,10 +389,11 @@ def _check_sched(host: Host, gpu_ok: bool, report: Report) -> None:
 
 
 # where gpu.max is enforced (the kernel README's driver table): drm_sched's
-# scheduler-owned queues; elsewhere a device's cap fails with EOPNOTSUPP
-_CAPS_ENFORCED = frozenset({"simgpu", "v3d", "panfrost", "lima", "etnaviv", "msm", "amdgpu"})
+# scheduler-owned queues and i915's execlists; elsewhere a device's cap fails
+# with EOPNOTSUPP
+_CAPS_ENFORCED = frozenset({"simgpu", "v3d", "panfrost", "lima", "etnaviv", "msm", "amdgpu",
+                            "i915"})
 _CAPS_WHY = {
-    "i915": "i915's own scheduler: not done yet",
     "xe": "firmware (GuC) scheduling",
     "nouveau": "a scheduler per user queue",
     "panthor": "a scheduler per user queue",
@@ -406,7 +407,8 @@ def cap_enforced(driver: str | None) -> bool:
     driver's name; msm's display drivers are msm_*), by the kernel README's
     driver table: drm_sched's scheduler-owned queues (on Linux 7 under FIFO
     and fair only: :func:`_check_caps` says so for round robin; this looks
-    at the driver alone)."""
+    at the driver alone) and i915 under execlists (under GuC submission the
+    kernel refuses the device's cap: :func:`_check_caps` says so)."""
     name = driver or ""
     return name in _CAPS_ENFORCED or name.startswith("msm")
 
@@ -443,8 +445,12 @@ def _check_caps(host: Host, root: Path, gpu_ok: bool, report: Report) -> None:
     if no:
         msg += ("; a cap on " + ", ".join(no) + " fails with EOPNOTSUPP, and the default "
                 "line does not act there")
-    if "amdgpu" in {d.driver for d in devices}:
+    drivers = {d.driver for d in devices}
+    if "amdgpu" in drivers:
         msg += "; on amdgpu it holds the kernel's rings, not KFD or MES user queues"
+    if "i915" in drivers:
+        msg += ("; on i915 only under execlists: under GuC submission (the default from "
+                "Alder Lake-P and DG2 on) a cap on the device fails with EOPNOTSUPP")
     report.findings.append(Finding("caps", INFO, msg))
 
 

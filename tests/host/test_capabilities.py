@@ -381,8 +381,8 @@ def test_cli_check_text_lists_fix(cli):
 
 
 def test_caps_said_per_device_where_the_kernel_has_gpu_max(host, fake_sysfs):
-    """The fake sysfs has renderD128 (i915) and renderD129 (vgem, no driver
-    link): neither can hold work back."""
+    """The fake sysfs has renderD128 (i915: under execlists only) and
+    renderD129 (vgem, no driver link), which cannot hold work back."""
     sysfs, dev = fake_sysfs
     host = replace(host, sysfs_root=sysfs, dev_root=dev)
     root = host.mountinfo.parent.parent / "cgroup"
@@ -392,6 +392,7 @@ def test_caps_said_per_device_where_the_kernel_has_gpu_max(host, fake_sysfs):
         "226:128 usage_usec=0 wait_usec=0 sched=1 nr_periods=0 nr_throttled=0 throttled_usec=0\n")
     f = by_id(check(host))["caps"]
     assert f.status == INFO
-    assert f.message.startswith("gpu.max (a hard cap) is enforced on no device; a cap on "
-                                "renderD128 (i915: i915's own scheduler: not done yet)")
+    assert f.message.startswith("gpu.max (a hard cap) is enforced on renderD128 (i915); "
+                                "a cap on renderD129 (unknown driver: ")
     assert "fails with EOPNOTSUPP" in f.message
+    assert "on i915 only under execlists: under GuC submission" in f.message

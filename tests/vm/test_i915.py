@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from pycgpu.core import formats
 from pycgpu.core.cgroup import Cgroup
 
 # i915's mock selftests that fail on the unmodified Debian tree of each base:
@@ -131,7 +132,8 @@ def failures(run: MockRun) -> list[str]:
 def st_cgroups(mount: Path) -> Iterator[tuple[str, dict[str, Cgroup]]]:
     """The cgroups the gpucg selftests take from i915.st_gpucg: lo, mid and hi
     at effective priority -5, 0 and 5 (their parent at 5, so that hi is not
-    clamped), w1 and w3 at weights 100 and 300, and mem for modprobe."""
+    clamped), w1 and w3 at weights 100 and 300, cap at gpu.max 30 ms of every
+    100 ms, and mem for modprobe."""
     name = f"pycgpu-i915-{uuid.uuid4().hex[:8]}"
     top = Cgroup(mount, name)
     top.create()
@@ -148,6 +150,10 @@ def st_cgroups(mount: Path) -> Iterator[tuple[str, dict[str, Cgroup]]]:
         if weight is not None:
             cg.set_weight(weight)
         groups[child] = cg
+    cap = top.child("cap")
+    cap.mkdir()
+    cap.set_cap(formats.Cap(30000, 100000))
+    groups["cap"] = cap
     yield f"/{name}", groups
     top.remove(recursive=True)
 
@@ -159,7 +165,7 @@ def test_gpucg_group(st_cgroups, mount):
     assert run.passed(), run.why()
     assert not failures(run), failures(run)
     for sub in ("compose", "request_priority", "inherit", "order", "runtime", "quantum",
-                "memory", "lmem_region", "lmem_charge"):
+                "max", "memory", "lmem_region", "lmem_charge"):
         assert any(f"igt_gpucg_{sub}" in line for line in run.log), f"igt_gpucg_{sub} did not run"
 
     # the request priority of each cgroup's context: what the file says,
@@ -194,6 +200,18 @@ def test_gpucg_group(st_cgroups, mount):
     assert m is not None
     w1, w3 = groups["w1"].weights().default, groups["w3"].weights().default
     assert int(m[2]) * w1 == int(m[1]) * w3, (m[0], w1, w3)
+
+    # gpu.max as the execlists dequeue asks it: throttled once the context's
+    # runtime passed the file's 30 ms, released in the next period
+    assert groups["cap"].caps().default == formats.Cap(30000, 100000)
+    m = next((m for line in run.lines("i915_gpucg: max throttled")
+              if (m := re.search(r"after 10 ms (\d), after 35 ms (\d), retry (\d+) us, kernel (\d)",
+                                 line))), None)
+    assert m is not None, run.lines("i915_gpucg: max")
+    assert (m[1], m[2], m[4]) == ("0", "1", "0") and 0 < int(m[3]) <= 100_000, m[0]
+    m = next((m for line in run.lines("i915_gpucg: max released")
+              if (m := re.search(r"released (\d+) ms", line))), None)
+    assert m is not None and 100 <= int(m[1]) < 1000, run.lines("i915_gpucg: max")
 
     # runtime read twice is charged by its deltas
     assert any("runtime 2000000 ns, charged first 1" in line for line in run.log)

@@ -50,6 +50,22 @@
  * requests to a virtual engine are offered to each sibling before its own
  * queue, by priority alone, and are not ordered by cgroup.
  *
+ * Caps (execlists). gpu.max holds a throttled cgroup's work back: the
+ * dequeue asks i915_gpucg_context_throttled() of each context whose
+ * requests it is about to submit, and puts the requests of a throttled
+ * one on the engine's hold list, as it does a hung context's while its
+ * state is captured (__execlists_hold(): the request and what waits on it
+ * on the engine, and every later request of the context), until a timer
+ * at the time the controller gives brings them back (at most a period,
+ * rounded up to a jiffy). A request a sibling of a virtual engine could
+ * take is left where it is while its context is throttled, and the
+ * sibling takes the next virtual engine's. What the context already has
+ * on the hardware runs to its end: the time over the budget is the next
+ * periods' debt. A class enforces gpu.max only if every engine of the
+ * device submits through execlists (I915_ENGINE_HOLDS_THROTTLED): the GuC
+ * schedules by itself, and a write of a cap for such a device fails with
+ * EOPNOTSUPP.
+ *
  * Weights (GuC). The firmware runs the contexts of a priority band round
  * robin, each for up to its execution quantum: a worker in
  * intel_guc_submission.c gives each context a quantum that follows its
@@ -74,7 +90,7 @@
 #include "gem/i915_gem_context.h"
 #include "gt/intel_context.h"
 #include "gt/intel_engine_types.h"
-#include "gt/intel_gt_types.h"
+#include "gt/intel_gt.h"
 
 #include "i915_drv.h"
 #include "i915_gpucg.h"
@@ -84,18 +100,40 @@
 /* The ELSP ports a dequeue fills: the contexts worth ordering per level. */
 #define I915_GPUCG_ORDERED	2
 
+/* Whether every engine of @i915 holds throttled contexts back (execlists) */
+static bool i915_gpucg_holds(struct drm_i915_private *i915)
+{
+	struct intel_engine_cs *engine;
+	enum intel_engine_id id;
+	struct intel_gt *gt;
+	unsigned int i;
+	bool any = false;
+
+	for_each_gt(gt, i915, i) {
+		for_each_engine(engine, gt, id) {
+			if (!(engine->flags & I915_ENGINE_HOLDS_THROTTLED))
+				return false;
+			any = true;
+		}
+	}
+	return any;
+}
+
 /**
  * i915_gpucg_init() - one controller engine per uabi engine class
  * @i915: the device; its DRM device's gpucg handle may be NULL (no
  *	  render node, or no controller), which makes every call a no-op
  *
  * If an engine cannot be had, the device's contexts are not queues: the
- * controller then neither orders nor accounts them, and says so once.
+ * controller then neither orders nor accounts them, and says so once. The
+ * engines enforce gpu.max if the device's engines hold throttled contexts
+ * back (execlists), so call it once the engines are set up.
  *
  * Context: process context, may sleep.
  */
 void i915_gpucg_init(struct drm_i915_private *i915)
 {
+	bool holds = i915_gpucg_holds(i915);
 	struct gpucg_engine *engine;
 	unsigned int class;
 
@@ -108,6 +146,8 @@ void i915_gpucg_init(struct drm_i915_private *i915)
 			i915_gpucg_fini(i915);
 			return;
 		}
+		if (holds)
+			gpucg_engine_enforce_max(engine);
 		i915->gpucg[class] = engine;
 	}
 }
@@ -240,6 +280,24 @@ void i915_gpucg_context_running(struct intel_context *ce)
 	ce->gpucg_advance_ns += now - start;
 	ce->gpucg_since_ns = now;
 	gpucg_queue_charge(&ce->gpucg, now - start);
+}
+
+/**
+ * i915_gpucg_context_throttled() - whether gpu.max holds a context back
+ * @ce: the context
+ * @retry_ns: set, if it does, to the time after which to ask again, else
+ *	      to 0
+ *
+ * Never for a context that is not a queue (the kernel's), nor on a device
+ * whose engines do not enforce caps.
+ *
+ * Context: any context; under sched_engine->lock in the dequeue.
+ * Return: whether the context's cgroup, or one above it, used its cap on
+ * the context's engine class for the current period.
+ */
+bool i915_gpucg_context_throttled(struct intel_context *ce, u64 *retry_ns)
+{
+	return gpucg_queue_throttled(&ce->gpucg, retry_ns);
 }
 
 /* Is @rq one of the requests from the front of the level up to @last? */

@@ -6,7 +6,8 @@
  * The cgroups come from the harness: i915.st_gpucg names a directory,
  * relative to the cgroup2 root (mounted at /sys/fs/cgroup), holding lo,
  * mid and hi (effective gpu.priority -5, 0 and 5), w1 and w3 (priority 0,
- * gpu.weight 100 and 300) and mem, where modprobe runs. Each test prints
+ * gpu.weight 100 and 300), cap (gpu.max 30 ms of every 100 ms) and mem,
+ * where modprobe runs. Each test prints
  * what it saw ("i915_gpucg: ...") so that the harness can hold it against
  * the interface files. Without the parameter the tests that need cgroups
  * are skipped.
@@ -610,6 +611,73 @@ out:
 }
 
 /*
+ * gpu.max, as the execlists dequeue asks it: a context of cap (30 ms of
+ * every 100 ms) is not throttled after 10 ms of runtime, is after 35 ms,
+ * with a time to ask again within the period, and is released once the
+ * period in which its 5 ms over are paid comes: the next one, about 100 ms
+ * after its first charge. The kernel's context is never throttled.
+ */
+static int igt_gpucg_max(void *arg)
+{
+	struct drm_i915_private *i915 = arg;
+	struct intel_engine_cs *engine;
+	struct i915_gem_context *ctx;
+	struct intel_context *ce;
+	bool early, late, kernel;
+	u64 retry, first, waited;
+	int err = 0;
+
+	if (!i915_selftest.gpucg)
+		return 0;
+	ctx = st_context_of(i915, "cap", 0);
+	if (IS_ERR(ctx))
+		return PTR_ERR(ctx);
+	ce = st_rcs0(ctx);
+	if (IS_ERR(ce)) {
+		err = PTR_ERR(ce);
+		goto out_ctx;
+	}
+	engine = intel_engine_lookup_user(i915, I915_ENGINE_CLASS_RENDER, 0);
+
+	first = ktime_get_ns();
+	i915_gpucg_context_charge(ce, 10 * NSEC_PER_MSEC);
+	early = i915_gpucg_context_throttled(ce, &retry);
+	i915_gpucg_context_charge(ce, 25 * NSEC_PER_MSEC);
+	late = i915_gpucg_context_throttled(ce, &retry);
+	kernel = i915_gpucg_context_throttled(engine->kernel_context, &waited);
+	pr_info("i915_gpucg: max throttled after 10 ms %d, after 35 ms %d, retry %llu us, kernel %d\n",
+		early, late, div_u64(retry, NSEC_PER_USEC), kernel);
+	if (early || !late || !retry || retry > 100 * NSEC_PER_MSEC || kernel) {
+		pr_err("a context of cap is not throttled by its use\n");
+		err = -EINVAL;
+		goto out_ce;
+	}
+	/* as the engine's timer does: again when the controller says */
+	while (i915_gpucg_context_throttled(ce, &retry)) {
+		if (ktime_get_ns() - first > NSEC_PER_SEC) {
+			pr_err("a context of cap is throttled for more than a second\n");
+			err = -ETIME;
+			goto out_ce;
+		}
+		usleep_range(div_u64(retry, NSEC_PER_USEC),
+			     div_u64(retry, NSEC_PER_USEC) + 1000);
+	}
+	waited = ktime_get_ns() - first;
+	pr_info("i915_gpucg: max released %llu ms after the first charge\n",
+		div_u64(waited, NSEC_PER_MSEC));
+	if (waited < 100 * NSEC_PER_MSEC) {
+		pr_err("a context of cap released before its debt is paid\n");
+		err = -EINVAL;
+	}
+out_ce:
+	intel_context_put(ce);
+out_ctx:
+	mock_context_close(ctx);
+	mock_device_flush(i915);
+	return err;
+}
+
+/*
  * Where the memory test reads its charges: in the cgroup the harness runs
  * modprobe in (<st_gpucg>/mem), the test device's line of gpu.memory.current
  * where the gpu controller has memory, else of dmem.current, for the
@@ -1106,6 +1174,7 @@ int i915_gpucg_mock_selftests(void)
 		SUBTEST(igt_gpucg_order),
 		SUBTEST(igt_gpucg_runtime),
 		SUBTEST(igt_gpucg_quantum),
+		SUBTEST(igt_gpucg_max),
 		SUBTEST(igt_gpucg_memory),
 		SUBTEST(igt_gpucg_lmem_region),
 		SUBTEST(igt_gpucg_lmem_charge),
@@ -1135,6 +1204,8 @@ int i915_gpucg_mock_selftests(void)
 		err = -ENOMEM;
 		goto out_i915;
 	}
+	/* the mock engine holds nothing back: igt_gpucg_max asks as execlists do */
+	gpucg_engine_enforce_max(i915->gpucg[I915_ENGINE_CLASS_RENDER]);
 
 	/* the mock engine runs FIFO: give it i915's scheduler */
 	engine = intel_engine_lookup_user(i915, I915_ENGINE_CLASS_RENDER, 0);
