@@ -151,8 +151,9 @@ CHANGE = re.compile(r"^\s+drm_sched_cgroup_change: (?P<case>.*): within 2 points
 REJOIN = re.compile(r"^\s+drm_sched_scheduler_rejoin_test: Normal signaller: \d+ of \d+ rounds, "
                     r"\d+ us on average, (?P<worst>\d+) at worst$")
 # "    drm_sched_cgroup_weights: weights 1:9, one credit, no cgroup: series 100 ms: 50,50"
-MAX = re.compile(r"^\s+drm_sched_cgroup_max: .*: (?P<got>[\d.]+)% of the engine \(cap "
-                 r"(?P<want>\d+)%\), the uncapped one (?P<other>[\d.]+)%")
+MAX = re.compile(r"^\s+drm_sched_cgroup_max: .*: (?P<got>[\d.]+)% of the engine "
+                 r"\((?:cap|wanted) (?P<want>[\d.]+)%\), the uncapped one (?P<other>[\d.]+)%"
+                 r"(?P<free> \([\d.]+% beside it uncapped\))?")
 MAX_CHANGE = re.compile(r"^\s+drm_sched_cgroup_max: .*: within 2 points of \d+% (?P<ms>\d+) ms "
                         r"after the change")
 HOP = re.compile(r"^\s+drm_sched_cgroup_hop: .*?(?P<plain>, no cgroup)?: within (?P<error>\d+) "
@@ -299,7 +300,10 @@ def parse(lines: Iterable[str]) -> dict[str, Figures]:
             (current.jain_upstream if m["plain"] else current.jain).append(
                 int(m["index"]) / 1000)
         elif m := MAX.match(line):
-            current.caps.append((float(m["got"]), float(m["want"]), float(m["other"])))
+            # beside a thinking capped client, the uncapped one's part is held
+            # to what it gets beside it uncapped, not to the rest
+            current.caps.append((float(m["got"]), float(m["want"]),
+                                 0.0 if m["free"] else float(m["other"])))
         elif m := MAX_CHANGE.match(line):
             current.cap_change_ms.append(int(m["ms"]))
         elif m := HOP.match(line):

@@ -403,24 +403,36 @@ static void gpucg_test_kernel_share(struct kunit *test)
 }
 
 /*
- * gpu.max on an engine that enforces it: a deep client capped at 30 ms of
- * every 100 ms, alone or beside an uncapped deep client, with jobs of 2
- * ms or of 7 ms (which overrun the budget: the time over is debt), gets
- * 30% of the engine over 10 s, and the uncapped one the rest; on an
- * engine whose driver does not enforce it, the cap changes nothing.
+ * gpu.max on an engine that enforces it: a client capped at 30 ms of every
+ * 100 ms, alone or beside an uncapped deep client, deep with jobs of 2 ms
+ * or of 7 ms (which overrun the budget: the time over is debt), or one job
+ * at a time with or without think time, gets min(its demand, 30%) of the
+ * engine over 10 s, within a point, and the uncapped one at least 97% of
+ * the rest; on an engine whose driver does not enforce it, the cap changes
+ * nothing.
  */
 struct gst_max_case {
 	const char	*name;
 	u64		job_ms;
+	bool		deep;
+	u64		think_ms;	/* after each job, if not deep */
 	bool		beside;
 	bool		enforced;
+	u64		want;		/* its part of the engine, in 1/1000 */
 };
 
 static const struct gst_max_case gst_max_cases[] = {
-	{ "alone, 2 ms jobs", 2, false, true },
-	{ "beside an uncapped client, 2 ms jobs", 2, true, true },
-	{ "alone, 7 ms jobs", 7, false, true },
-	{ "alone, not enforced", 2, false, false },
+	{ "alone, 2 ms jobs", 2, true, 0, false, true, 300 },
+	{ "beside an uncapped client, 2 ms jobs", 2, true, 0, true, true, 300 },
+	{ "alone, 7 ms jobs", 7, true, 0, false, true, 300 },
+	{ "one job at a time", 2, false, 0, false, true, 300 },
+	{ "one job at a time beside an uncapped client", 2, false, 0, true,
+	  true, 300 },
+	{ "thinking 8 ms after 2 ms jobs: 20% wanted", 2, false, 8, false, true,
+	  200 },
+	{ "thinking 2 ms after 2 ms jobs: 50% wanted", 2, false, 2, true, true,
+	  300 },
+	{ "alone, not enforced", 2, true, 0, false, false, 1000 },
 };
 
 KUNIT_ARRAY_PARAM_DESC(gst_max, gst_max_cases, name);
@@ -434,7 +446,9 @@ static void gpucg_test_max(struct kunit *test)
 	struct gpucg *other = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 0);
 	struct gst_client c[2] = {
 		{ .tq = gst_queue(w, engine, capped),
-		  .job_ns = p->job_ms * NSEC_PER_MSEC, .deep = true },
+		  .job_ns = p->job_ms * NSEC_PER_MSEC, .deep = p->deep,
+		  .think_ns = { p->think_ms * NSEC_PER_MSEC,
+				p->think_ms * NSEC_PER_MSEC } },
 		{ .tq = gst_queue(w, engine, other), .job_ns = 2 * NSEC_PER_MSEC,
 		  .deep = true },
 	};
@@ -453,9 +467,88 @@ static void gpucg_test_max(struct kunit *test)
 		KUNIT_EXPECT_EQ(test, got, 1000ULL);
 		return;
 	}
-	KUNIT_EXPECT_LE(test, abs_diff(got, 300ULL), 10ULL);
+	KUNIT_EXPECT_LE(test, abs_diff(got, p->want), 10ULL);
 	if (p->beside)
 		KUNIT_EXPECT_GE(test, rest * 100, (1000 - got) * 97);
+}
+
+/*
+ * gpu.max for a driver that keeps its own queue (i915's execlists): it asks
+ * gpucg_queue_throttled() before it starts a context's work, starts the
+ * context gpucg_queue_before() puts first among those not throttled, charges
+ * each slice when it ends (gpucg_queue_charge()), and, while every context
+ * with work is throttled, idles until the time the controller gave, which
+ * is never more than a period. A deep context capped at 30 ms of every 100
+ * ms, alone or beside an uncapped deep one, in slices of 1 ms or of 7 ms
+ * (past the budget: debt), gets 30% of the engine over 10 s within a point,
+ * and the uncapped one at least 97% of the rest.
+ */
+struct gst_own_case {
+	const char	*name;
+	u64		slice_ms;
+	bool		beside;
+};
+
+static const struct gst_own_case gst_own_cases[] = {
+	{ "alone, 1 ms slices", 1, false },
+	{ "beside an uncapped context, 1 ms slices", 1, true },
+	{ "alone, 7 ms slices", 7, false },
+	{ "beside an uncapped context, 7 ms slices", 7, true },
+};
+
+KUNIT_ARRAY_PARAM_DESC(gst_own, gst_own_cases, name);
+
+static void gpucg_test_max_own_queue(struct kunit *test)
+{
+	const struct gst_own_case *p = test->param_value;
+	struct gst *w = test->priv;
+	struct gpucg_engine *engine = gst_engine(w);
+	struct gpucg *capped = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 0);
+	struct gpucg *other = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 0);
+	struct gst_queue *tq[2] = { gst_queue(w, engine, capped),
+				    gst_queue(w, engine, other) };
+	u64 all = 10 * NSEC_PER_SEC, until = w->now + all, slice;
+	u64 busy[2] = {}, retry, wait, retry_max = 0;
+	unsigned int i, n = p->beside ? 2 : 1;
+	int run;
+
+	gpucg_engine_enforce_max(engine);
+	gpucg_kunit_cgroup_set_max(capped, 30000, 100000);
+	for (i = 0; i < n; i++)
+		gst_sync(tq[i], true);
+	while (w->now < until) {
+		run = -1;
+		wait = U64_MAX;
+		for (i = 0; i < n; i++) {
+			if (gpucg_queue_throttled(&tq[i]->q, &retry)) {
+				retry_max = max(retry_max, retry);
+				wait = min(wait, retry);
+			} else if (run < 0 ||
+				   gpucg_queue_before(&tq[i]->q, &tq[run]->q)) {
+				run = i;
+			}
+		}
+		if (run < 0) {
+			w->now += wait;
+			continue;
+		}
+		slice = min(p->slice_ms * NSEC_PER_MSEC, until - w->now);
+		w->now += slice;
+		gpucg_queue_charge(&tq[run]->q, slice);
+		busy[run] += slice;
+	}
+	busy[0] = div64_u64(busy[0] * 1000, all);
+	busy[1] = div64_u64(busy[1] * 1000, all);
+	kunit_info(test, "%s: capped %llu.%llu%%, uncapped %llu.%llu%%, longest retry %llu ms\n",
+		   p->name, busy[0] / 10, busy[0] % 10, busy[1] / 10, busy[1] % 10,
+		   div64_u64(retry_max, NSEC_PER_MSEC));
+	KUNIT_EXPECT_LE(test, abs_diff(busy[0], 300ULL), 10ULL);
+	if (p->beside)
+		KUNIT_EXPECT_GE(test, busy[1] * 100, (1000 - busy[0]) * 97);
+	KUNIT_EXPECT_GT(test, retry_max, 0ULL);
+	KUNIT_EXPECT_LE(test, retry_max, 100 * NSEC_PER_MSEC);
+	for (i = 0; i < n; i++)
+		gst_sync(tq[i], false);
 }
 
 /*
@@ -1105,6 +1198,7 @@ static struct kunit_case gpucg_sched_cases[] = {
 	KUNIT_CASE(gpucg_test_kernel_jobs),
 	KUNIT_CASE(gpucg_test_kernel_share),
 	KUNIT_CASE_PARAM(gpucg_test_max, gst_max_gen_params),
+	KUNIT_CASE_PARAM(gpucg_test_max_own_queue, gst_own_gen_params),
 	KUNIT_CASE_PARAM(gpucg_test_idle_bound, gst_idle_gen_params),
 	KUNIT_CASE(gpucg_test_many_waiters),
 	KUNIT_CASE(gpucg_test_priority_change_reaches_every_link),

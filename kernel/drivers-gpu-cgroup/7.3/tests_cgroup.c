@@ -1865,6 +1865,8 @@ struct cg_max_case {
 	unsigned int job_us;
 	u32 then_us;		/* the cap from CG_MAX_CHANGE_MS on; 0: none */
 	unsigned int want;	/* the capped client's engine time, percent */
+	bool shallow;		/* one job at a time, else two queued */
+	unsigned int wait_us;	/* shallow: its think time after each job */
 };
 
 static const struct cg_max_case cg_max_cases[] = {
@@ -1874,6 +1876,13 @@ static const struct cg_max_case cg_max_cases[] = {
 	{ "at 50% under a parent at 40%", 50000, 40000, false, 2000, 0, 40 },
 	{ "at 30% with 7 ms jobs (debt)", 30000, 0, false, 7000, 0, 30 },
 	{ "from 30% to 70%", 30000, 0, false, 2000, 70000, 70 },
+	{ "one job at a time at 30%", 30000, 0, false, 2000, 0, 30, true, 0 },
+	{ "one job at a time at 30% beside an uncapped client", 30000, 0, true,
+	  2000, 0, 30, true, 0 },
+	{ "thinking 8 ms after 2 ms jobs at 30%", 30000, 0, false, 2000, 0, 30,
+	  true, 8000 },
+	{ "thinking 2 ms after 2 ms jobs at 30% beside an uncapped client",
+	  30000, 0, true, 2000, 0, 30, true, 2000 },
 };
 
 static void cg_max_desc(const struct cg_max_case *c, char *desc)
@@ -1888,34 +1897,59 @@ KUNIT_ARRAY_PARAM(cg_max, cg_max_cases, cg_max_desc);
 #define CG_MAX_CHANGE_MS	1000
 
 /*
- * gpu.max: a deep client in a cgroup capped at MAX of every 100 ms, alone
- * on the engine or beside an uncapped deep client at equal weight, under a
- * capped parent, with jobs that do not divide the budget (the time over it
- * carried as debt), or with the cap raised at 1 s; one slot. Its part of
+ * gpu.max: a client in a cgroup capped at MAX of every 100 ms, deep or one
+ * job at a time with or without think time, alone on the engine or beside
+ * an uncapped deep client at equal weight, under a capped parent, with
+ * jobs that do not divide the budget (the time over it carried as debt),
+ * or with the cap raised at 1 s; one slot. Its part of
  * the engine's time, over whole periods after the first 200 ms (from the
  * change on, for a change: how long the new cap takes, from the change to
  * the first of the periods that all stay within 2 points of it), within 1
- * point of the cap (or the parent's); the uncapped client beside it takes
- * at least 97% of the rest. Printed in tenths of a point.
+ * point of the cap (or the parent's), or of its demand where that is less
+ * (a thinking client's: what it gets alone, uncapped, its sleeps' slack
+ * included). The uncapped client beside it takes at least 97% of the
+ * rest; beside a thinking capped client, whose returns the engine waits
+ * for while it has budget, at least 97% of what it gets beside the same
+ * client uncapped: the cap takes nothing from it. Printed in tenths of a
+ * point.
  */
 static void drm_sched_cgroup_max(struct kunit *test)
 {
 	const struct cg_max_case *c = test->param_value;
 	const unsigned int nr = CG_MAX_RUN_MS / CG_BUCKET_MS;
 	struct cg_client clients[2] = {
-		{ .params = { NULL, 2, c->job_us, 0 } },
+		{ .params = { NULL, c->shallow ? 0 : 2, c->job_us, c->wait_us } },
 		{ .params = { NULL, 2, 2000, 0 } },
 	};
 	struct drm_mock_sched_entity *entities[2];
 	unsigned int i, b, from, n = c->beside ? 2 : 1;
 	unsigned int settled = nr, changed_ms = 0;
-	u64 busy[2] = {}, got, other;
+	u64 busy[2] = {}, got, other, want = c->want * 10ULL, uncapped = 0;
 	struct drm_mock_scheduler *sched;
 	struct gpucg *parent = NULL;
 	ktime_t start, changed;
 	char *series;
 
 	cg_virtual_time_only(test);
+	if (c->wait_us) {
+		struct cg_client alone[1] = { { .params = clients[0].params } };
+		struct cg_client pair[2] = {
+			{ .params = clients[0].params },
+			{ .params = clients[1].params },
+		};
+
+		alone[0].group = cg_group(test, NULL, 100);
+		cg_run(test, alone, 1, 1);
+		want = min(want, div_u64(alone[0].busy_us * 1000,
+					 CG_WINDOW_MS * USEC_PER_MSEC));
+		if (c->beside) {
+			pair[0].group = cg_group(test, NULL, 100);
+			pair[1].group = cg_group(test, NULL, 100);
+			cg_run(test, pair, 2, 1);
+			uncapped = div_u64(pair[1].busy_us * 1000,
+					   CG_WINDOW_MS * USEC_PER_MSEC);
+		}
+	}
 	if (c->parent_us) {
 		parent = cg_group(test, NULL, 100);
 		gpucg_kunit_cgroup_set_max(parent, c->parent_us, CG_MAX_PERIOD_US);
@@ -1961,17 +1995,25 @@ static void drm_sched_cgroup_max(struct kunit *test)
 	for (b = 0, i = 0; b < nr; b++)
 		i += scnprintf(series + i, CG_SERIES_LEN - i, "%s%llu", b ? "," : "",
 			       div_u64(clients[0].buckets[b], CG_BUCKET_MS * 10));
-	kunit_info(test, "%s: %llu.%llu%% of the engine (cap %u%%), the uncapped one %llu.%llu%%\n",
-		   c->description, got / 10, got % 10, c->want, other / 10, other % 10);
+	if (uncapped)
+		kunit_info(test, "%s: %llu.%llu%% of the engine (wanted %llu.%llu%%), the uncapped one %llu.%llu%% (%llu.%llu%% beside it uncapped)\n",
+			   c->description, got / 10, got % 10, want / 10, want % 10,
+			   other / 10, other % 10, uncapped / 10, uncapped % 10);
+	else
+		kunit_info(test, "%s: %llu.%llu%% of the engine (wanted %llu.%llu%%), the uncapped one %llu.%llu%%\n",
+			   c->description, got / 10, got % 10, want / 10, want % 10,
+			   other / 10, other % 10);
 	if (c->then_us)
 		kunit_info(test, "%s: within 2 points of %u%% %u ms after the change\n",
 			   c->description, c->want,
 			   settled < nr ? settled * CG_BUCKET_MS - changed_ms : CG_MAX_RUN_MS);
 	kunit_info(test, "%s: series %u ms: %s\n", c->description, CG_BUCKET_MS,
 		   series);
-	KUNIT_EXPECT_LE(test, abs_diff(got, c->want * 10ULL), 10ULL);
-	if (c->beside)
+	KUNIT_EXPECT_LE(test, abs_diff(got, want), 10ULL);
+	if (c->beside && !uncapped)
 		KUNIT_EXPECT_GE(test, other * 100, (1000 - got) * 97);
+	if (uncapped)
+		KUNIT_EXPECT_GE(test, other * 100, uncapped * 97);
 	if (c->then_us)
 		KUNIT_EXPECT_LE(test, settled * CG_BUCKET_MS,
 				changed_ms + 2 * CG_MAX_PERIOD_US / USEC_PER_MSEC);
