@@ -212,7 +212,7 @@ void gpucg_charge(struct gpucg_engine *engine, struct gpucg_ticket *t,
 void gpucg_queue_charge(struct gpucg_queue *q, u64 ns);
 bool gpucg_queue_before(const struct gpucg_queue *a,
 			const struct gpucg_queue *b);
-bool gpucg_queue_throttled(struct gpucg_queue *q, u64 *retry_ns);
+bool gpucg_queue_throttled(struct gpucg_queue *q, u64 *retry_ns, bool *capped);
 u32 gpucg_queue_share(struct gpucg_queue *q);
 bool gpucg_boost_link(struct gpucg_boost *b, struct gpucg_queue *waiter,
 		      struct gpucg_queue *holder,
@@ -393,9 +393,11 @@ static inline bool gpucg_queue_before(const struct gpucg_queue *a,
 }
 
 static inline bool gpucg_queue_throttled(struct gpucg_queue *q,
-					 u64 *retry_ns)
+					 u64 *retry_ns, bool *capped)
 {
 	*retry_ns = 0;
+	if (capped)
+		*capped = false;
 	return false;
 }
 

@@ -3198,6 +3198,10 @@ EXPORT_SYMBOL_GPL(gpucg_queue_charge);
  * @q: a queue
  * @retry_ns: set, if it does, to the time after which to ask again (a
  *	      period at most), else to 0
+ * @capped: if not NULL, set to whether a cap acts on @q at all (its cgroup's
+ *	    or an ancestor's), throttled or not: a driver that hands a queue's
+ *	    work to the hardware in batches hands it one job at a time then,
+ *	    so that what runs past the budget is one job at most
  *
  * For a driver that keeps its own queue and enforces gpu.max on the engine
  * (gpucg_engine_enforce_max(); i915's execlists): it starts no work of @q
@@ -3209,18 +3213,23 @@ EXPORT_SYMBOL_GPL(gpucg_queue_charge);
  * Return: whether @q's cgroup, or a cgroup above it, used its cap on the
  * engine for the current period.
  */
-bool gpucg_queue_throttled(struct gpucg_queue *q, u64 *retry_ns)
+bool gpucg_queue_throttled(struct gpucg_queue *q, u64 *retry_ns, bool *capped)
 {
+	struct gpucg_entity *e;
 	unsigned long flags;
+	u64 next, max, period;
 	bool held;
-	u64 next;
 
 	*retry_ns = 0;
+	if (capped)
+		*capped = false;
 	if (!q->engine || !READ_ONCE(q->engine->caps))
 		return false;
 	spin_lock_irqsave(&q->engine->lock, flags);
 	next = gpucg_cap_expire(q->engine, gpucg_now());
 	held = gpucg_cap_held(q->ent);
+	for (e = q->ent; capped && !*capped && e->parent; e = e->parent)
+		*capped = gpucg_cap_of(e, &max, &period);
 	spin_unlock_irqrestore(&q->engine->lock, flags);
 	if (held)
 		*retry_ns = max(next, GPUCG_RETRY_MIN_NS);

@@ -510,6 +510,7 @@ static void gpucg_test_max_own_queue(struct kunit *test)
 	u64 all = 10 * NSEC_PER_SEC, until = w->now + all, slice;
 	u64 busy[2] = {}, retry, wait, retry_max = 0;
 	unsigned int i, n = p->beside ? 2 : 1;
+	bool has_cap, uncapped_seen = false;
 	int run;
 
 	gpucg_engine_enforce_max(engine);
@@ -520,13 +521,16 @@ static void gpucg_test_max_own_queue(struct kunit *test)
 		run = -1;
 		wait = U64_MAX;
 		for (i = 0; i < n; i++) {
-			if (gpucg_queue_throttled(&tq[i]->q, &retry)) {
+			if (gpucg_queue_throttled(&tq[i]->q, &retry, &has_cap)) {
 				retry_max = max(retry_max, retry);
 				wait = min(wait, retry);
 			} else if (run < 0 ||
 				   gpucg_queue_before(&tq[i]->q, &tq[run]->q)) {
 				run = i;
 			}
+			/* the capped context always is, the other never */
+			KUNIT_EXPECT_EQ(test, has_cap, i == 0);
+			uncapped_seen |= !has_cap;
 		}
 		if (run < 0) {
 			w->now += wait;
@@ -545,6 +549,7 @@ static void gpucg_test_max_own_queue(struct kunit *test)
 	KUNIT_EXPECT_LE(test, abs_diff(busy[0], 300ULL), 10ULL);
 	if (p->beside)
 		KUNIT_EXPECT_GE(test, busy[1] * 100, (1000 - busy[0]) * 97);
+	KUNIT_EXPECT_EQ(test, uncapped_seen, p->beside);
 	KUNIT_EXPECT_GT(test, retry_max, 0ULL);
 	KUNIT_EXPECT_LE(test, retry_max, 100 * NSEC_PER_MSEC);
 	for (i = 0; i < n; i++)

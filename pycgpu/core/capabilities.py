@@ -413,6 +413,16 @@ def cap_enforced(driver: str | None) -> bool:
     return name in _CAPS_ENFORCED or name.startswith("msm")
 
 
+def cap_caveat(driver: str | None) -> str | None:
+    """Where :func:`cap_enforced` says yes for @driver only under a condition
+    the kernel decides at run time: the condition, else None."""
+    if driver == "i915":
+        return ("only under execlists submission: under GuC submission (the default from "
+                "Alder Lake-P and DG2 on) the kernel refuses a cap of the device and the "
+                "default line does not act there")
+    return None
+
+
 def cap_not_enforced_why(driver: str | None) -> str:
     """Why a device of @driver takes no cap (:func:`cap_enforced` False)."""
     return _CAPS_WHY.get(driver or "", "not known to hold work back")

@@ -311,11 +311,17 @@ def test_a_default_cap_warns_of_the_devices_it_does_not_act_on(cli):
     warned of (the kernel refuses it, and the set is undone)."""
     cli.fake.make("a")
     r = cli("set", "a", "--max", "30%")
-    assert r.output.strip() == (
+    assert r.output.strip().splitlines() == [
         "warning: the default cap does not act on renderD129 (unknown driver: not known to "
-        "hold work back): its engines cannot hold work back (the kernel README's driver table)")
+        "hold work back): its engines cannot hold work back (the kernel README's driver table)",
+        "warning: the default cap acts on renderD128 (i915) only under execlists submission: "
+        "under GuC submission (the default from Alder Lake-P and DG2 on) the kernel refuses a "
+        "cap of the device and the default line does not act there"]
     assert cli.fake.read("a/gpu.max") == "default 30000 100000\n"
     assert cli("set", "a", "--max", "renderD129=max").output == ""
+    # i915's own line: no caveat (the kernel answers it: EOPNOTSUPP under GuC)
+    assert cli("set", "a", "--max", "30%", "--max", "renderD129=max",
+               "--max", "renderD128=20%").output == ""
     assert cli("set", "a", "--max", "max").output == ""
 
 

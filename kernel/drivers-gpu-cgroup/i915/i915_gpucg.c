@@ -57,14 +57,19 @@
  * state is captured (__execlists_hold(): the request and what waits on it
  * on the engine, and every later request of the context), until a timer
  * at the time the controller gives brings them back (at most a period,
- * rounded up to a jiffy). A request a sibling of a virtual engine could
- * take is left where it is while its context is throttled, and the
- * sibling takes the next virtual engine's. What the context already has
- * on the hardware runs to its end: the time over the budget is the next
- * periods' debt. A class enforces gpu.max only if every engine of the
- * device submits through execlists (I915_ENGINE_HOLDS_THROTTLED): the GuC
- * schedules by itself, and a write of a cap for such a device fails with
- * EOPNOTSUPP.
+ * rounded up to a jiffy). A context a cap acts on gets one request at a
+ * time on the hardware (no request merged behind a running one of its
+ * own), so that what runs past the budget is that one request, carried
+ * as the next periods' debt (GPUCG_CAP_DEBT periods at most): the price
+ * is a context switch between its requests. A request the hardware has
+ * started (taken back by a timeslice) is never held: it could complete on
+ * hold. A request a sibling of a virtual engine could take is left where
+ * it is while its context is throttled, and the sibling takes the next
+ * virtual engine's; a virtual engine's request may still be merged behind
+ * one of its own on the hardware (not one at a time). A class
+ * enforces gpu.max only if every engine of the device submits through
+ * execlists (I915_ENGINE_HOLDS_THROTTLED): the GuC schedules by itself,
+ * and a write of a cap for such a device fails with EOPNOTSUPP.
  *
  * Weights (GuC). The firmware runs the contexts of a priority band round
  * robin, each for up to its execution quantum: a worker in
@@ -287,6 +292,8 @@ void i915_gpucg_context_running(struct intel_context *ce)
  * @ce: the context
  * @retry_ns: set, if it does, to the time after which to ask again, else
  *	      to 0
+ * @capped: if not NULL, set to whether a cap acts on the context at all:
+ *	    the dequeue then gives it one request at a time
  *
  * Never for a context that is not a queue (the kernel's), nor on a device
  * whose engines do not enforce caps.
@@ -295,9 +302,10 @@ void i915_gpucg_context_running(struct intel_context *ce)
  * Return: whether the context's cgroup, or one above it, used its cap on
  * the context's engine class for the current period.
  */
-bool i915_gpucg_context_throttled(struct intel_context *ce, u64 *retry_ns)
+bool i915_gpucg_context_throttled(struct intel_context *ce, u64 *retry_ns,
+				  bool *capped)
 {
-	return gpucg_queue_throttled(&ce->gpucg, retry_ns);
+	return gpucg_queue_throttled(&ce->gpucg, retry_ns, capped);
 }
 
 /* Is @rq one of the requests from the front of the level up to @last? */

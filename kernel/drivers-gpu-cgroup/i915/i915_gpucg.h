@@ -46,7 +46,8 @@ void i915_gpucg_context_fini(struct intel_context *ce);
 void i915_gpucg_context_sync(struct intel_context *ce);
 void i915_gpucg_context_charge(struct intel_context *ce, u32 dt);
 void i915_gpucg_context_running(struct intel_context *ce);
-bool i915_gpucg_context_throttled(struct intel_context *ce, u64 *retry_ns);
+bool i915_gpucg_context_throttled(struct intel_context *ce, u64 *retry_ns,
+				  bool *capped);
 
 void i915_gpucg_order_level(struct i915_priolist *pl);
 u32 i915_gpucg_quantum_us(u32 share, unsigned int sharing, u32 timeslice_us);

@@ -94,7 +94,7 @@ def _with_cap_notes(state: State, settings: Settings, make_plan: Callable[[], Pl
         return make_plan
 
     def plan() -> Plan:
-        from ...core.capabilities import cap_enforced, cap_not_enforced_why
+        from ...core.capabilities import cap_caveat, cap_enforced, cap_not_enforced_why
         from ...core.errors import Error
         from ...core.knobs import Notice
 
@@ -111,6 +111,11 @@ def _with_cap_notes(state: State, settings: Settings, make_plan: Callable[[], Pl
             made.warnings.append(Notice(
                 "the default cap does not act on " + ", ".join(idle) + ": its engines cannot "
                 "hold work back (the kernel README's driver table)"))
+        for d in devices:
+            caveat = cap_caveat(d.driver)
+            if caveat and settings.caps.get(d.devt) is None:
+                made.warnings.append(Notice(f"the default cap acts on {d.name} ({d.driver}) "
+                                            f"{caveat}"))
         return made
 
     return plan

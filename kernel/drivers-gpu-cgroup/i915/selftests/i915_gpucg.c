@@ -615,7 +615,9 @@ out:
  * every 100 ms) is not throttled after 10 ms of runtime, is after 35 ms,
  * with a time to ask again within the period, and is released once the
  * period in which its 5 ms over are paid comes: the next one, about 100 ms
- * after its first charge. The kernel's context is never throttled.
+ * after its first charge. A cap acts on it throughout (the dequeue gives
+ * it one request at a time); the kernel's context is never throttled or
+ * capped.
  */
 static int igt_gpucg_max(void *arg)
 {
@@ -623,7 +625,7 @@ static int igt_gpucg_max(void *arg)
 	struct intel_engine_cs *engine;
 	struct i915_gem_context *ctx;
 	struct intel_context *ce;
-	bool early, late, kernel;
+	bool early, late, kernel, capped, is_capped;
 	u64 retry, first, waited;
 	int err = 0;
 
@@ -641,19 +643,21 @@ static int igt_gpucg_max(void *arg)
 
 	first = ktime_get_ns();
 	i915_gpucg_context_charge(ce, 10 * NSEC_PER_MSEC);
-	early = i915_gpucg_context_throttled(ce, &retry);
+	early = i915_gpucg_context_throttled(ce, &retry, &is_capped);
 	i915_gpucg_context_charge(ce, 25 * NSEC_PER_MSEC);
-	late = i915_gpucg_context_throttled(ce, &retry);
-	kernel = i915_gpucg_context_throttled(engine->kernel_context, &waited);
+	late = i915_gpucg_context_throttled(ce, &retry, NULL);
+	kernel = i915_gpucg_context_throttled(engine->kernel_context, &waited,
+					      &capped) || capped;
 	pr_info("i915_gpucg: max throttled after 10 ms %d, after 35 ms %d, retry %llu us, kernel %d\n",
 		early, late, div_u64(retry, NSEC_PER_USEC), kernel);
-	if (early || !late || !retry || retry > 100 * NSEC_PER_MSEC || kernel) {
+	if (early || !late || !retry || retry > 100 * NSEC_PER_MSEC || kernel ||
+	    !is_capped) {
 		pr_err("a context of cap is not throttled by its use\n");
 		err = -EINVAL;
 		goto out_ce;
 	}
 	/* as the engine's timer does: again when the controller says */
-	while (i915_gpucg_context_throttled(ce, &retry)) {
+	while (i915_gpucg_context_throttled(ce, &retry, NULL)) {
 		if (ktime_get_ns() - first > NSEC_PER_SEC) {
 			pr_err("a context of cap is throttled for more than a second\n");
 			err = -ETIME;
