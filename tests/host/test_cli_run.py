@@ -116,3 +116,36 @@ def test_sigint_reaches_the_command_not_pycgpu(cli, tmp_path):
     cli("run", "a", "--", "sh", "-c", f"grep SigIgn /proc/$$/status > {out}")
     ignored = int(out.read_text().split()[1], 16)
     assert not ignored & (1 << (signal.SIGINT - 1))
+
+
+def test_a_signal_during_the_set_up_runs_nothing_and_removes_the_group(cli, tmp_path,
+                                                                       monkeypatch):
+    """SIGTERM while the group is made waits for it to be made; then
+    COMMAND does not run, the group goes and the status says the signal."""
+    from pycgpu.core import knobs
+
+    apply = knobs.apply
+
+    def apply_then_signal(plan, *args, **kw):
+        apply(plan, *args, **kw)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGTERM)
+
+    monkeypatch.setattr(knobs, "apply", apply_then_signal)
+    out = tmp_path / "out"
+    r = cli("run", "a", "--", "sh", "-c", f"touch {out}", code=128 + signal.SIGTERM)
+    assert "Error: SIGTERM came as the group was made; COMMAND did not run" in r.output
+    assert not out.exists()
+    assert not (cli.fake.root / "a").exists()
+
+
+def test_a_signal_the_caller_ignores_stays_ignored(cli, tmp_path):
+    """nohup pycgpu run ...: COMMAND keeps SIGHUP ignored."""
+    out = tmp_path / "out"
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        cli("run", "a", "--", "sh", "-c", f"grep SigIgn /proc/$$/status > {out}")
+    finally:
+        signal.signal(signal.SIGHUP, before)
+    ignored = int(out.read_text().split()[1], 16)
+    assert ignored & (1 << (signal.SIGHUP - 1))
+    assert signal.getsignal(signal.SIGHUP) == before

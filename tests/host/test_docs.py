@@ -125,7 +125,7 @@ EXIT_CLAIMS: dict[str, dict[str, list[str]]] = {
     # the commands' own help texts (docs/commands.md is generated from them)
     "docs/commands.md": {
         "The exit status is COMMAND's (128+N if a signal N ended it; 126: it cannot be "
-        "executed, 127: not found, and then nothing is left behind)":
+        "executed, 127: not found, and the groups are removed all the same)":
             ["test_cli_run.py::test_the_status_is_the_commands",
              "test_cli_run.py::test_a_command_a_signal_ended_gives_128_plus_it",
              "test_cli_run.py::test_command_not_executable_leaves_nothing",

@@ -432,6 +432,15 @@ def test_run_runs_in_a_capped_group_and_removes_it(mount, cgroup, sim_dev):
     assert not Cgroup(mount, rel(cgroup, "r")).exists()  # made by run: removed too
 
 
+def test_run_dies_of_the_sigint_its_command_died_of(mount, cgroup):
+    """Ctrl-C ends COMMAND; pycgpu, which ignored it while waiting, then
+    dies of it after the clean-up, so that a script around it stops."""
+    path = rel(cgroup, "r3")
+    r = run_process(mount, "run", path, "--", "sh", "-c", "kill -INT $$")
+    assert r.returncode == -signal.SIGINT, r.stderr
+    assert not Cgroup(mount, path).exists()
+
+
 def test_run_passes_sigterm_on_and_leaves_a_group_with_processes(mount, cgroup, tmp_path):
     """SIGTERM to pycgpu ends COMMAND (exit 128+15); a child COMMAND left
     running keeps the group, which run says and leaves."""

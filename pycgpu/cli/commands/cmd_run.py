@@ -59,14 +59,22 @@ def run(state: State, path: str, command: tuple[str, ...], weights: tuple[str, .
     is in the group from its first instruction, so the GPU time and memory
     of it and of its children are the group's. The exit status is
     COMMAND's (128+N if a signal N ended it; 126: it cannot be executed,
-    127: not found, and then nothing is left behind). While COMMAND runs,
-    pycgpu passes SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 on to it and
-    ignores SIGINT and SIGQUIT, which a terminal sends to COMMAND itself.
+    127: not found, and the groups are removed all the same).
+
+    While COMMAND runs, pycgpu passes SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2
+    on to it and ignores SIGINT and SIGQUIT, which a terminal sends to
+    COMMAND itself (and dies of them after the clean-up if COMMAND did, as
+    a shell expects); a signal the caller ignores (nohup) stays ignored. A
+    signal that comes while the group is made waits for it to be made, and
+    then COMMAND does not run: the groups are removed and the status is
+    128+N.
 
     When COMMAND ends, the groups run created are removed, the deepest
     first; a group where processes remain (children COMMAND left running)
     is left in place, with a warning naming them. --keep leaves the groups
-    in place, for their counters (pycgpu show PATH) to be read.
+    in place, for their counters (pycgpu show PATH) to be read. What run
+    changed in existing ancestors (gpu enabled in their subtree_control,
+    priorities --raise-ancestors raised) stays, as after create.
 
     \b
     Examples:
@@ -89,20 +97,46 @@ def run(state: State, path: str, command: tuple[str, ...], weights: tuple[str, .
         made[:] = [g for kind, g in p.structure if kind == knobs.MKDIR]
         return p
 
-    _plan_and_run(state, path, dry_run, _with_cap_notes(state, settings, plan))
-    if dry_run:
-        click.echo(printable_name(f"would run {' '.join(shlex.quote(w) for w in command)} "
-                                  f"in {cg.path}"))
-        if not keep:
-            for g in reversed(made):
-                click.echo(f"would rmdir {printable_name(str(g.path))} once it is empty")
-        return
+    # the signals run handles stay blocked from here to the end, but while
+    # COMMAND runs: one that comes during the set-up or the removal waits
+    watched = _watched()
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
+    code: int | None = None
     try:
-        code = _run_in(cg, command)
+        _plan_and_run(state, path, dry_run, _with_cap_notes(state, settings, plan))
+        if dry_run:
+            click.echo(printable_name(f"would run {' '.join(shlex.quote(w) for w in command)} "
+                                      f"in {cg.path}"))
+            if not keep:
+                for g in reversed(made):
+                    click.echo(f"would rmdir {printable_name(str(g.path))} once it is empty")
+            return
+        came = sorted(signal.sigpending() & set(watched))
+        while signal.sigtimedwait(came, 0) is not None:  # taken: answered here
+            pass
+        if came:  # during the set-up: COMMAND does not run, the groups go
+            click.echo(f"Error: {signal.Signals(came[0]).name} came as the group was made; "
+                       "COMMAND did not run", err=True)
+            code = 128 + came[0]
+        else:
+            code = _run_in(cg, command, watched, before)
     finally:
-        if not keep:
+        if not keep and not dry_run:
             _remove(state, made)
+        if code is not None and code - 128 in (signal.SIGINT, signal.SIGQUIT):
+            # as a shell's own child would: die of it, so that a script
+            # around pycgpu stops too
+            signal.signal(code - 128, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_SETMASK, before)
+            os.kill(os.getpid(), code - 128)
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
     sys.exit(code)
+
+
+def _watched() -> list[signal.Signals]:
+    """The signals run handles: those the caller does not ignore (nohup's
+    SIGHUP stays ignored, for pycgpu and for COMMAND)."""
+    return [s for s in (*FORWARDED, *IGNORED) if signal.getsignal(s) != signal.SIG_IGN]
 
 
 def _command(words: tuple[str, ...]) -> tuple[str, ...]:
@@ -118,32 +152,31 @@ def _command(words: tuple[str, ...]) -> tuple[str, ...]:
     return words
 
 
-def _run_in(cg: Cgroup, command: tuple[str, ...]) -> int:
-    """Start @command in @cg, pass signals on until it ends: its exit
-    status, as a shell gives it."""
+def _run_in(cg: Cgroup, command: tuple[str, ...], watched: list[signal.Signals],
+            mask: set[int | signal.Signals]) -> int:
+    """Start @command in @cg, pass the @watched signals on until it ends
+    (they are blocked on entry and on return; @mask is the caller's): its
+    exit status, as a shell gives it."""
     procs = cg.path / "cgroup.procs"
-    old = {s: signal.getsignal(s) for s in (*FORWARDED, *IGNORED)}
+    if not os.access(procs, os.W_OK):
+        raise Refused(f"cannot write {procs}: permission denied (fix: run as root, or inside a "
+                      "cgroup subtree delegated to you)")
+    old = {s: signal.getsignal(s) for s in watched}
     child: subprocess.Popen[bytes] | None = None
-    pending: list[int] = []
 
-    def enter() -> None:  # in the child, before exec
-        # an ignored signal stays ignored across exec: COMMAND gets the
-        # caller's SIGINT and SIGQUIT back
-        for s in IGNORED:
-            signal.signal(s, signal.SIG_IGN if old[s] == signal.SIG_IGN else signal.SIG_DFL)
+    def enter() -> None:  # in the child, before exec: the caller's signals back
+        for s in watched:
+            signal.signal(s, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         with open(procs, "w") as f:
             f.write(str(os.getpid()))
 
     def forward(signum: int, frame: FrameType | None) -> None:
-        if child is None:
-            pending.append(signum)  # came before COMMAND started: passed on once it has
-        else:
+        if child is not None:
             child.send_signal(signum)
 
-    for s in FORWARDED:
-        signal.signal(s, forward)
-    for s in IGNORED:
-        signal.signal(s, signal.SIG_IGN)
+    for s in watched:
+        signal.signal(s, signal.SIG_IGN if s in IGNORED else forward)
     try:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -153,24 +186,21 @@ def _run_in(cg: Cgroup, command: tuple[str, ...]) -> int:
         except FileNotFoundError:
             click.echo(f"Error: {printable_name(command[0])}: command not found", err=True)
             return EXIT_NOT_FOUND
-        except PermissionError as e:
+        except OSError as e:
             click.echo(f"Error: cannot execute {printable_name(command[0])}: {e.strerror}",
                        err=True)
             return EXIT_CANNOT_EXECUTE
         except subprocess.SubprocessError:
-            raise Refused(f"cannot move COMMAND into {procs} (pycgpu run --dry-run says "
-                          "why)") from None
-        for signum in pending:
-            child.send_signal(signum)
-        while True:
-            try:
-                status = child.wait()
-                break
-            except InterruptedError:  # pragma: no cover - PEP 475 retries
-                continue
+            raise Refused(f"cannot move COMMAND into {procs}") from None
+        # a signal that came while COMMAND started is passed on now
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, watched)
+        try:
+            status = child.wait()
+        finally:
+            signal.pthread_sigmask(signal.SIG_BLOCK, watched)
     finally:
         for s, handler in old.items():
-            signal.signal(s, handler)
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
     return 128 - status if status < 0 else status
 
 
