@@ -15,7 +15,7 @@ import click
 
 from ...core.cgroup import Cgroup, CgroupError
 from ...core.formats import printable_name
-from .cmd_tree import KNOBS_HELP, _plan_and_run, _with_cap_notes, knob_options, raise_option
+from .cmd_tree import KNOBS_HELP, knob_options, plan_and_run, raise_option, with_cap_notes
 from .common import (
     EXIT_CANNOT_EXECUTE,
     EXIT_NOT_FOUND,
@@ -103,7 +103,7 @@ def run(state: State, path: str, command: tuple[str, ...], weights: tuple[str, .
     before = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
     code: int | None = None
     try:
-        _plan_and_run(state, path, dry_run, _with_cap_notes(state, settings, plan))
+        plan_and_run(state, path, dry_run, with_cap_notes(state, settings, plan))
         if dry_run:
             click.echo(printable_name(f"would run {' '.join(shlex.quote(w) for w in command)} "
                                       f"in {cg.path}"))

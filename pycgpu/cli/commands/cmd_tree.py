@@ -84,7 +84,7 @@ def knob_options(f: F) -> F:
     return f
 
 
-def _with_cap_notes(state: State, settings: Settings, make_plan: Callable[[], Plan]
+def with_cap_notes(state: State, settings: Settings, make_plan: Callable[[], Plan]
                     ) -> Callable[[], Plan]:
     """@make_plan, whose plan warns when gpu.max's default line will not act
     on a device (its driver cannot hold work back: the kernel takes the
@@ -121,7 +121,7 @@ def _with_cap_notes(state: State, settings: Settings, make_plan: Callable[[], Pl
     return plan
 
 
-def _plan_and_run(state: State, path: str, dry_run: bool, make_plan: Callable[[], Plan]) -> None:
+def plan_and_run(state: State, path: str, dry_run: bool, make_plan: Callable[[], Plan]) -> None:
     """Plan and apply under the tree's lock (:func:`pycgpu.core.locks.tree_lock`),
     so that no other pycgpu process changes the groups in between; a dry run
     only plans, without waiting for the lock. The wait for the lock, the
@@ -201,7 +201,7 @@ def create(state: State, path: str, weights: tuple[str, ...], priority: tuple[st
 
     cg = state.cgroup(path)
     settings = settings_from_options(state, weights, priority, memory_max, caps)
-    _plan_and_run(state, path, dry_run, _with_cap_notes(state, settings, lambda: knobs.plan_create(
+    plan_and_run(state, path, dry_run, with_cap_notes(state, settings, lambda: knobs.plan_create(
         cg, settings, exist_ok=exist_ok, raise_ancestors=raise_ancestors)))
 
 
@@ -239,7 +239,7 @@ def set_(state: State, path: str, weights: tuple[str, ...], priority: tuple[str,
 
     cg = state.cgroup(path)
     settings = settings_from_options(state, weights, priority, memory_max, caps)
-    _plan_and_run(state, path, dry_run, _with_cap_notes(state, settings, lambda: knobs.plan_set(
+    plan_and_run(state, path, dry_run, with_cap_notes(state, settings, lambda: knobs.plan_set(
         cg, settings, raise_ancestors=raise_ancestors)))
 
 
