@@ -4,6 +4,7 @@ the group when the command ends (a transient group, as ``systemd-run
 
 from __future__ import annotations
 
+import errno
 import os
 import shlex
 import signal
@@ -33,6 +34,9 @@ from .common import (
 # waits, as system(3) does
 FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 IGNORED = (signal.SIGINT, signal.SIGQUIT)
+# what execve(2) answers about COMMAND itself (exit 126)
+EXEC_ERRORS = frozenset({errno.EACCES, errno.ENOEXEC, errno.ENOTDIR, errno.ELOOP, errno.E2BIG,
+                         errno.ETXTBSY, errno.EISDIR, errno.ENAMETOOLONG, errno.EPERM})
 
 
 @click.command(
@@ -67,7 +71,7 @@ def run(state: State, path: str, command: tuple[str, ...], weights: tuple[str, .
     a shell expects); a signal the caller ignores (nohup) stays ignored. A
     signal that comes while the group is made waits for it to be made, and
     then COMMAND does not run: the groups are removed and the status is
-    128+N.
+    128+N; one that comes before it is made stops run as it stops create.
 
     When COMMAND ends, the groups run created are removed, the deepest
     first; a group where processes remain (children COMMAND left running)
@@ -97,38 +101,45 @@ def run(state: State, path: str, command: tuple[str, ...], weights: tuple[str, .
         made[:] = [g for kind, g in p.structure if kind == knobs.MKDIR]
         return p
 
-    # the signals run handles stay blocked from here to the end, but while
-    # COMMAND runs: one that comes during the set-up or the removal waits
+    # a signal while the group is made is plan_and_run's, as for create (an
+    # interrupted wait for the tree's lock, a change rolled back); one that
+    # comes after its last write comes back in late: COMMAND does not run
+    late: list[int] = []
+    plan_and_run(state, path, dry_run, with_cap_notes(state, settings, plan), late=late)
+    if dry_run:
+        click.echo(printable_name(f"would run {' '.join(shlex.quote(w) for w in command)} "
+                                  f"in {cg.path}"))
+        if not keep:
+            for g in reversed(made):
+                click.echo(f"would rmdir {printable_name(str(g.path))} once it is empty")
+        return
+    # from here on the signals run handles are blocked, but while COMMAND
+    # runs: one that comes during the removal waits for it
     watched = _watched()
     before = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
     code: int | None = None
     try:
-        plan_and_run(state, path, dry_run, with_cap_notes(state, settings, plan))
-        if dry_run:
-            click.echo(printable_name(f"would run {' '.join(shlex.quote(w) for w in command)} "
-                                      f"in {cg.path}"))
+        try:
+            came = sorted(set(late) | (signal.sigpending() & set(watched)))
+            while signal.sigtimedwait(came, 0) is not None:  # taken: answered here
+                pass
+            if came:  # as the group was made: COMMAND does not run, the groups go
+                click.echo(f"Error: {signal.Signals(came[0]).name} came as the group was "
+                           "made; COMMAND did not run", err=True)
+                code = 128 + came[0]
+            else:
+                code = _run_in(cg, command, watched, before)
+        finally:
             if not keep:
-                for g in reversed(made):
-                    click.echo(f"would rmdir {printable_name(str(g.path))} once it is empty")
-            return
-        came = sorted(signal.sigpending() & set(watched))
-        while signal.sigtimedwait(came, 0) is not None:  # taken: answered here
-            pass
-        if came:  # during the set-up: COMMAND does not run, the groups go
-            click.echo(f"Error: {signal.Signals(came[0]).name} came as the group was made; "
-                       "COMMAND did not run", err=True)
-            code = 128 + came[0]
-        else:
-            code = _run_in(cg, command, watched, before)
+                _remove(state, made)
     finally:
-        if not keep and not dry_run:
-            _remove(state, made)
-        if code is not None and code - 128 in (signal.SIGINT, signal.SIGQUIT):
+        signum = code - 128 if code is not None and code > 128 else 0
+        if signum in (signal.SIGINT, signal.SIGQUIT) and signum in watched:
             # as a shell's own child would: die of it, so that a script
             # around pycgpu stops too
-            signal.signal(code - 128, signal.SIG_DFL)
+            signal.signal(signum, signal.SIG_DFL)
             signal.pthread_sigmask(signal.SIG_SETMASK, before)
-            os.kill(os.getpid(), code - 128)
+            os.kill(os.getpid(), signum)
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
     sys.exit(code)
 
@@ -187,13 +198,17 @@ def _run_in(cg: Cgroup, command: tuple[str, ...], watched: list[signal.Signals],
             click.echo(f"Error: {printable_name(command[0])}: command not found", err=True)
             return EXIT_NOT_FOUND
         except OSError as e:
+            if e.errno not in EXEC_ERRORS:  # no fork, no pipe: not COMMAND's fault
+                raise Refused(f"cannot start {printable_name(command[0])}: "
+                              f"{e.strerror}") from None
             click.echo(f"Error: cannot execute {printable_name(command[0])}: {e.strerror}",
                        err=True)
             return EXIT_CANNOT_EXECUTE
         except subprocess.SubprocessError:
             raise Refused(f"cannot move COMMAND into {procs}") from None
-        # a signal that came while COMMAND started is passed on now
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, watched)
+        # a signal that came while COMMAND started is passed on now (one the
+        # caller blocked stays blocked)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, set(watched) - set(mask))
         try:
             status = child.wait()
         finally:

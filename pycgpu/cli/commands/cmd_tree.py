@@ -121,7 +121,8 @@ def with_cap_notes(state: State, settings: Settings, make_plan: Callable[[], Pla
     return plan
 
 
-def plan_and_run(state: State, path: str, dry_run: bool, make_plan: Callable[[], Plan]) -> None:
+def plan_and_run(state: State, path: str, dry_run: bool, make_plan: Callable[[], Plan],
+                 late: list[int] | None = None) -> None:
     """Plan and apply under the tree's lock (:func:`pycgpu.core.locks.tree_lock`),
     so that no other pycgpu process changes the groups in between; a dry run
     only plans, without waiting for the lock. The wait for the lock, the
@@ -129,7 +130,8 @@ def plan_and_run(state: State, path: str, dry_run: bool, make_plan: Callable[[],
     block, so that what the run says is what happened whenever a signal that
     would end it comes: before the last write, nothing was changed (exit
     128 + the number of the first, every one named); after it, the change is
-    complete, which a warning naming them says (exit 0); with a failure
+    complete, which a warning naming them says (exit 0), or, given @late,
+    they are added to it for the caller to answer (run); with a failure
     (exit 1, 2), a warning names them and the failure stands."""
     import signal
 
@@ -162,9 +164,15 @@ def plan_and_run(state: State, path: str, dry_run: bool, make_plan: Callable[[],
             for warning in plan.warnings:  # once the change is done
                 click.echo(f"warning: {advised(warning)}", err=True)
             while came := signals.take():  # until the last line is out
+                if late is not None:  # the caller answers them (run)
+                    late += came
+                    continue
                 click.echo(f"warning: {interrupts.names(came)} came after the last write: "
                            "the change is complete, nothing was undone", err=True)
     except KeyboardInterrupt:  # SIGINT just before the block, or just as it ends
+        if late is not None and applied:
+            late.append(signal.SIGINT)
+            return
         if not applied:
             raise stopped("interrupted by SIGINT; nothing was changed", signal.SIGINT) from None
         click.echo("warning: SIGINT came after the last write: the change is complete, "
