@@ -18,6 +18,7 @@ from .common import (
     Refused,
     State,
     complete_path,
+    exec_failed,
     pass_state,
     translated,
 )
@@ -64,12 +65,8 @@ def exec_(state: State, path: str, command: tuple[str, ...], dry_run: bool) -> N
     sys.stderr.flush()
     try:
         os.execvp(command[0], list(command))
-    except FileNotFoundError:
-        click.echo(f"Error: {printable_name(command[0])}: command not found", err=True)
-        sys.exit(EXIT_NOT_FOUND)
     except OSError as e:
-        click.echo(f"Error: cannot execute {printable_name(command[0])}: {e.strerror}", err=True)
-        sys.exit(EXIT_CANNOT_EXECUTE)
+        sys.exit(exec_failed(command[0], e))
 
 
 def _own_options(dry_run: bool, command: tuple[str, ...]) -> tuple[bool, tuple[str, ...]]:

@@ -18,12 +18,11 @@ from ...core.cgroup import Cgroup, CgroupError
 from ...core.formats import printable_name
 from .cmd_tree import KNOBS_HELP, knob_options, plan_and_run, raise_option, with_cap_notes
 from .common import (
-    EXIT_CANNOT_EXECUTE,
-    EXIT_NOT_FOUND,
     BadValue,
     Refused,
     State,
     complete_path,
+    exec_failed,
     pass_state,
     settings_from_options,
     translated,
@@ -194,16 +193,12 @@ def _run_in(cg: Cgroup, command: tuple[str, ...], watched: list[signal.Signals],
         try:
             # preexec_fn is safe here: the CLI runs no other thread
             child = subprocess.Popen(list(command), preexec_fn=enter)
-        except FileNotFoundError:
-            click.echo(f"Error: {printable_name(command[0])}: command not found", err=True)
-            return EXIT_NOT_FOUND
         except OSError as e:
-            if e.errno not in EXEC_ERRORS:  # no fork, no pipe: not COMMAND's fault
+            # no fork, no pipe: not COMMAND's fault
+            if not isinstance(e, FileNotFoundError) and e.errno not in EXEC_ERRORS:
                 raise Refused(f"cannot start {printable_name(command[0])}: "
                               f"{e.strerror}") from None
-            click.echo(f"Error: cannot execute {printable_name(command[0])}: {e.strerror}",
-                       err=True)
-            return EXIT_CANNOT_EXECUTE
+            return exec_failed(command[0], e)
         except subprocess.SubprocessError:
             raise Refused(f"cannot move COMMAND into {procs}") from None
         # a signal that came while COMMAND started is passed on now (one the

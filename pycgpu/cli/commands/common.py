@@ -42,6 +42,16 @@ EXIT_CANNOT_EXECUTE = 126
 EXIT_NOT_FOUND = 127
 
 
+def exec_failed(program: str, e: OSError) -> int:
+    """Say why COMMAND @program could not be executed (exec, run): the exit
+    status a shell gives then, 127 (not found) or 126."""
+    if isinstance(e, FileNotFoundError):
+        click.echo(f"Error: {printable_name(program)}: command not found", err=True)
+        return EXIT_NOT_FOUND
+    click.echo(f"Error: cannot execute {printable_name(program)}: {e.strerror}", err=True)
+    return EXIT_CANNOT_EXECUTE
+
+
 class Refused(click.ClickException):
     """The kernel or the system refused, or lacks what is needed (exit 1)."""
 
