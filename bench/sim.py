@@ -23,18 +23,23 @@ configured, where a scenario measures it):
   cgroups of equal weight (1 when all get the same);
 - multislot_shallow_error_pts: a client that keeps one job queued and does
   not think, against a deep one, with 2, 4 and 256 slots: the largest
-  distance of its share of the GPU time used from its weight's; target 2;
+  distance of its share of the GPU time used from its weight's; target 2
+  (``_fifo``, ``_fair``: the same two clients on upstream's policy alone,
+  held to the same shares);
 - think_share_error_pts: a client that thinks 25% to 1000% of its job
   against a deep one: the largest distance of its share of the engine
   from the smaller of its demand (what it gets alone) and its weight's
-  share of the GPU time used; target 2;
+  share of the GPU time used; target 2 (upstream's beside it, as above);
 - inversion_control_ratio: a waiter at priority 100 whose every job waits
   on a client at -100 (on its scheduler, on another, or along a chain of
   three through one at -50), beside a deep load at 0, with a native
   submission gap (20 us) and 1 or 3 ms jobs: the worst of its rates over
   the rate of the same load with everyone in the waiter's band; target
   0.95. ``inversion_control_ratio_emulated_gap`` is the same with a 1.5
-  ms gap, what the emulated VM sees (shown, no target);
+  ms gap, what the emulated VM sees (shown, no target). ``_fifo``,
+  ``_fair``: upstream's policy alone with the waiter's entity at HIGH,
+  the signallers' at LOW and the load's at NORMAL, over everyone at HIGH
+  (native gap);
 - loan_wait_median_us: how long a job that a waiter at 100 lends to waits
   for its start after the waiter's submission, beside a deep load at 0 with
   10 ms jobs (median; the worse of the two gaps);
@@ -66,12 +71,14 @@ configured, where a scenario measures it):
   under 100 ms is the first whole 100 ms's); target 200;
 - property_inversions, property_idle_longest_ms, property_share_error_pts:
   200 random mixes (cgroup trees, weights 1 to 10000, priorities, deep,
-  one-job and thinking clients, 1 to 4 slots), each run as drawn and with
-  every client deep: handoffs that passed over queued work of a higher
-  band (target 0), the longest stretch the engine ran nothing while work
-  was queued (target 48, the essay's bound), and where the highest band's
-  clients are all deep, the largest distance of a leaf's share from its
-  weights' (target 1);
+  one-job and thinking clients, a fifth of them waiting with each job on
+  another's last, 1 to 4 slots), each run as drawn and with every client
+  deep and none waiting: handoffs that passed over ready work of a higher
+  band than the job may run in (its own, or a waiter's that lent to it;
+  target 0), the longest stretch the engine ran nothing while work was
+  ready (target 48, the essay's bound), and where the highest band's
+  clients are all deep and none waits, the largest distance of a leaf's
+  share from its weights' (target 1);
 - rejoin_round_worst_ms (``_fifo``, ``_fair`` only: upstream's policy,
   with 7.3 patch 0026, no cgroup): a client with one job running and one
   queued against rounds of a signaller's 1 ms job and a job waiting on it;
@@ -123,13 +130,14 @@ WEIGHTS = re.compile(r"^\s+drm_sched_cgroup_weights: (?P<case>.*?)(?P<plain>, no
 # "    drm_sched_cgroup_shapes: think 25%, one slot, weights 9:1: 72% of the
 # engine, 90% of the GPU time used (alone 76%), want 72%; engine busy 80%"
 SHAPES = re.compile(
-    r"^\s+drm_sched_cgroup_shapes: (?P<case>no think|think \d+%).*?: (?P<engine>\d+)% of the "
-    r"engine, (?P<used>\d+)% of the GPU time used \(alone \d+%\), want (?P<want>\d+)%")
+    r"^\s+drm_sched_cgroup_shapes: (?P<case>no think|think \d+%).*?(?P<plain>, no cgroup)?: "
+    r"(?P<engine>\d+)% of the engine, (?P<used>\d+)% of the GPU time used \(alone \d+%\), "
+    r"want (?P<want>\d+)%")
 # "    drm_sched_cgroup_inversion: two schedulers, 1 ms jobs, native gap:
 # 494 rounds/s, 356 in the waiter's band: 138%"
 INVERSION = re.compile(
-    r"^\s+drm_sched_cgroup_inversion: (?P<case>[^:]*), (?P<gap>native|emulator's) gap: "
-    r"(?P<rate>\d+) rounds/s, (?P<control>\d+) in the waiter's band")
+    r"^\s+drm_sched_cgroup_inversion: (?P<case>[^:]*), (?P<gap>native|emulator's) gap"
+    r"(?P<plain>, no cgroup)?: (?P<rate>\d+) rounds/s, (?P<control>\d+) in the waiter's band")
 # "    drm_sched_cgroup_loan_awaited: a native submission gap (20 us): the
 # signaller's job started 0 us (median) after ..."
 LOAN = re.compile(r"^\s+drm_sched_cgroup_loan_awaited: [^:]*: the signaller's job started "
@@ -178,8 +186,11 @@ class Figures:
     weights: list[tuple[int, int]] = field(default_factory=list)
     weights_upstream: list[tuple[int, int]] = field(default_factory=list)
     shallow: list[tuple[int, int]] = field(default_factory=list)  # (share of used, want)
+    shallow_upstream: list[tuple[int, int]] = field(default_factory=list)
     think: list[tuple[int, int]] = field(default_factory=list)  # (share of engine, want)
+    think_upstream: list[tuple[int, int]] = field(default_factory=list)
     inversion: dict[str, list[float]] = field(default_factory=dict)  # gap -> ratios
+    inversion_upstream: dict[str, list[float]] = field(default_factory=dict)
     loan_median_us: list[int] = field(default_factory=list)
     prio_p99: list[float] = field(default_factory=list)
     prio_p99_upstream: list[float] = field(default_factory=list)
@@ -241,6 +252,15 @@ class Figures:
                 [float(abs(g - w)) for g, w in self.weights_upstream] + self.tree_upstream)
         if self.hop_upstream:
             out["hop_error_pts_upstream"] = max(self.hop_upstream)
+        if self.shallow_upstream:
+            out["multislot_shallow_error_pts_upstream"] = max(
+                float(abs(g - w)) for g, w in self.shallow_upstream)
+        if self.think_upstream:
+            out["think_share_error_pts_upstream"] = max(
+                float(abs(g - w)) for g, w in self.think_upstream)
+        if self.inversion_upstream.get("native"):
+            out["inversion_control_ratio_upstream"] = round(
+                min(self.inversion_upstream["native"]), 3)
         if self.jain_upstream:
             out["jain_index_60_cgroups_upstream"] = min(self.jain_upstream)
         if self.prio_p99_upstream:
@@ -282,13 +302,15 @@ def parse(lines: Iterable[str]) -> dict[str, Figures]:
                 current.wants[("weights", m["case"])] = int(m["want"])
         elif m := SHAPES.match(line):
             if m["case"] == "no think":
-                current.shallow.append((int(m["used"]), int(m["want"])))
+                (current.shallow_upstream if m["plain"] else current.shallow).append(
+                    (int(m["used"]), int(m["want"])))
             else:
-                current.think.append((int(m["engine"]), int(m["want"])))
+                (current.think_upstream if m["plain"] else current.think).append(
+                    (int(m["engine"]), int(m["want"])))
         elif m := INVERSION.match(line):
             if int(m["control"]):
-                current.inversion.setdefault(m["gap"], []).append(
-                    int(m["rate"]) / int(m["control"]))
+                ratios = current.inversion_upstream if m["plain"] else current.inversion
+                ratios.setdefault(m["gap"], []).append(int(m["rate"]) / int(m["control"]))
         elif m := LOAN.match(line):
             current.loan_median_us.append(int(m["median"]))
         elif m := PRIO_WAIT.match(line):

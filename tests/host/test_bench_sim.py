@@ -24,7 +24,7 @@ CORE = """\
 
 # the figures of the scenarios a test does not look at
 QUIET = {"p99": "0.99", "tree": "0.0", "jain": 994, "conv": 100, "inv": 0, "idle": 15000,
-         "perr": "0.9"}
+         "perr": "0.9", "plain_think": 40, "plain_inv": 0}
 
 
 def output(fifo: dict[str, object], fair: dict[str, object]) -> list[str]:
@@ -49,6 +49,25 @@ def test_each_figure_is_the_worse_of_the_policies() -> None:
     assert got["fairness_max_error_pts_fifo"] == 43.6
     assert got["fairness_max_error_pts_fair"] == 60.0
     assert "fairness_max_error_pts_upstream" not in got
+
+
+def test_upstream_beside_the_shallow_thinking_and_inversion_loads() -> None:
+    """The same loads on upstream's policy alone are figures of their own
+    per policy, never folded into the cgroup order's worse."""
+    got = sim.result(sim.parse(output(
+        {"w11": 50, "loan": 0, "chain": 123, "plain": 50, "plain_think": 40, "plain_inv": 0},
+        {"w11": 50, "loan": 0, "chain": 127, "plain": 50, "plain_think": 30,
+         "plain_inv": 200})))
+    assert got["multislot_shallow_error_pts"] == 2.0
+    assert got["multislot_shallow_error_pts_fifo"] == 57.0
+    assert got["think_share_error_pts_fifo"] == 5.0
+    assert got["think_share_error_pts_fair"] == 15.0
+    assert got["think_share_error_pts"] == 2.0
+    # the native gap's, not the emulator's 3 of 150
+    assert got["inversion_control_ratio_fifo"] == 0.0
+    assert got["inversion_control_ratio_fair"] == 0.5
+    assert got["inversion_control_ratio"] == round(123 / 127, 3)
+    assert "inversion_control_ratio_upstream" not in got
 
 
 def test_the_scenarios_of_many_cgroups_waits_and_changes() -> None:
