@@ -42,7 +42,8 @@ MECHANISMS = {
 FIGURES = (
     "fairness_max_error_pts", "multislot_shallow_error_pts", "think_share_error_pts",
     "prio_wait_p99_jobs", "inversion_control_ratio", "loan_wait_median_us",
-    "convergence_ms", "band_share_error_pts", "hop_error_pts", "property_inversions",
+    "convergence_ms", "band_share_error_pts", "hop_error_pts", "max_error_pts",
+    "max_uncapped_ratio", "max_change_ms", "property_inversions",
     "property_idle_longest_ms", "property_share_error_pts", "property_idle_total_ms",
 )
 

@@ -265,6 +265,9 @@
  * - A loan lifts the queue that holds the job waited for, while it is
  *   ready, and nothing else of its cgroup: a job that waits on something
  *   of its own lifts nothing meanwhile (gpucg_test_loan_lifts_only_its_holder).
+ *   The jobs queued ahead of the one waited for go with it, as they must
+ *   go before it; drm_sched's cgroup suite checks, over random mixes with
+ *   loans, that nothing else runs above its band (drm_sched_cgroup_property).
  * - What a client makes the core allocate is charged to the memory cgroup
  *   of the task that made it (GFP_KERNEL_ACCOUNT), and a move of its
  *   owner makes the new cgroup's entity only on the engines the client's
