@@ -7,7 +7,7 @@ switched off in turn (the kernel's ``gpu_sched_off=`` bit, which only a
 kernel built for KUnit has), and writes each run's figures (bench/sim.py's,
 the worse of the two policies) to bench/results/ablation-7.3.json with a
 table: the figures a mechanism moves are what it buys; the engine's idle
-time with work queued over the 400 property runs is what the engine pays
+time with work ready over the 400 property runs is what the engine pays
 for the waits. A run with a mechanism off fails the scenarios that assert
 what it buys: its figures are read all the same.
 

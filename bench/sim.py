@@ -71,13 +71,13 @@ configured, where a scenario measures it):
   under 100 ms is the first whole 100 ms's); target 200;
 - property_inversions, property_idle_longest_ms, property_share_error_pts:
   200 random mixes (cgroup trees, weights 1 to 10000, priorities, deep,
-  one-job and thinking clients, a fifth of them waiting with each job on
-  another's last, 1 to 4 slots), each run as drawn and with every client
+  one-job and thinking clients, each waiting with each job on another's
+  last with chance 1/5, 1 to 4 slots), each run as drawn and with every client
   deep and none waiting: handoffs that passed over ready work of a higher
   band than the job may run in (its own, or a waiter's that lent to it;
   target 0), the longest stretch the engine ran nothing while work was
   ready (target 48, the essay's bound), and where the highest band's
-  clients are all deep and none waits, the largest distance of a leaf's
+  clients are all deep and no client waits, the largest distance of a leaf's
   share from its weights' (target 1);
 - rejoin_round_worst_ms (``_fifo``, ``_fair`` only: upstream's policy,
   with 7.3 patch 0026, no cgroup): a client with one job running and one
@@ -168,8 +168,8 @@ HOP = re.compile(r"^\s+drm_sched_cgroup_hop: .*?(?P<plain>, no cgroup)?: within 
                  r"points of its due")
 BANDS = re.compile(r"^\s+drm_sched_cgroup_bands: .*P2 (?P<part>[\d.]+)% of band 0's time")
 PROPERTY = re.compile(r"^\s+drm_sched_cgroup_property: \d+ runs: (?P<inversions>\d+) inversions, "
-                      r"longest idle with work queued (?P<idle>\d+) us, largest share error "
-                      r"(?P<error>[\d.]+) points \(\d+ runs checked\), idle with work queued "
+                      r"longest idle with work ready (?P<idle>\d+) us, largest share error "
+                      r"(?P<error>[\d.]+) points \(\d+ runs checked\), idle with work ready "
                       r"(?P<total>\d+) ms in all")
 SERIES = re.compile(r"^\s+drm_sched_cgroup_(?P<scenario>\w+): (?P<case>.*?)(?P<plain>, no cgroup)?"
                     r": series (?P<ms>\d+) ms: (?P<values>\d+(?:,\d+)*)$")

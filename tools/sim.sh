@@ -73,12 +73,12 @@ property_summary() {
 		runs++
 		if (match($0, /: [0-9]+ inversions/)) inv += substr($0, RSTART + 2, RLENGTH - 13)
 		if (match($0, /longest [0-9]+ us/)) { v = substr($0, RSTART + 8, RLENGTH - 11) + 0; if (v > idle) idle = v }
-		if (match($0, /work queued [0-9]+ us/)) total += substr($0, RSTART + 12, RLENGTH - 15)
+		if (match($0, /work ready [0-9]+ us/)) total += substr($0, RSTART + 11, RLENGTH - 14)
 		if ($0 !~ /not checked/ && match($0, /share error [0-9.]+ points/)) {
 			checked++; v = substr($0, RSTART + 12, RLENGTH - 19) + 0; if (v > err) err = v
 		}
 	}
-	END { if (runs) printf "    drm_sched_cgroup_property: %d runs: %d inversions, longest idle with work queued %d us, largest share error %.1f points (%d runs checked), idle with work queued %d ms in all\n", runs, inv, idle, err, checked, total / 1000 }' "$1"
+	END { if (runs) printf "    drm_sched_cgroup_property: %d runs: %d inversions, longest idle with work ready %d us, largest share error %.1f points (%d runs checked), idle with work ready %d ms in all\n", runs, inv, idle, err, checked, total / 1000 }' "$1"
 }
 
 # Runs the suites matching each GLOB, one boot each, under drm_sched's

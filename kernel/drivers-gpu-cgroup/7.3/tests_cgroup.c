@@ -125,8 +125,10 @@ struct cg_job_rec {
 	u64 fseq;		/* its finished fence's, its entity's order */
 	u64 dep_fseq;		/* the signaller's job it waited on; 0: none */
 	/* filled in by cg_prop_loans() */
-	ktime_t ready;		/* its push, or that job's end if later */
-	int dep;		/* that job's record, or -1 */
+	ktime_t ready;		/* its push, or that job's handoff if later */
+	ktime_t head;		/* first in its queue: the job before it left */
+	ktime_t lent_at;	/* with level above its own: lent from then */
+	int dep;		/* that job's record, until the records are sorted */
 	unsigned int level;	/* the band it may run in, a waiter's if higher */
 };
 
@@ -261,9 +263,10 @@ static u64 cg_client_wait_on(struct cg_client *client,
 }
 
 /*
- * Pushes @job of @client's. With ids, the worker pushes as the test: the
- * lender's lookup of the signaller's client (drm_file_gpucg_client()) is
- * stubbed for the test's thread alone. A signaller publishes its job, and
+ * Pushes @job of @client's. With ids and a signaller, the worker pushes as
+ * the test: the lender's lookup of the signaller's client at the push
+ * (drm_file_gpucg_client()) is stubbed for the test's thread alone, and
+ * nothing in the push asserts. A signaller publishes its job, and
  * its finished fence's seqno goes to ring slot @slot (the job's fences go
  * with it: they are not read at its retirement).
  */
@@ -271,9 +274,12 @@ static void cg_client_push(struct cg_client *client,
 			   struct drm_mock_sched_job *job, unsigned int slot)
 {
 	struct dma_fence *fence, *old;
+	struct kunit *was = NULL;
 
-	if (client->ids) {
+	if (client->ids)
 		job->base.s_fence->drm_client_id = CG_LENDER_ID(client->index);
+	if (client->ids && client->signaller) {
+		was = current->kunit_test;
 		current->kunit_test = client->test;
 	}
 	if (client->waited) {
@@ -287,8 +293,8 @@ static void cg_client_push(struct cg_client *client,
 	} else {
 		drm_mock_sched_job_submit(job);
 	}
-	if (client->ids)
-		current->kunit_test = NULL;
+	if (client->ids && client->signaller)
+		current->kunit_test = was;
 }
 
 /*
@@ -327,12 +333,13 @@ static void cg_client_work(struct kthread_work *work)
 			client->resumed = ktime_get();
 			paused = true;
 		}
-		slot = i++ % depth;
+		slot = i % depth;
 		if (ring[slot]) {
 			if (!drm_mock_sched_job_wait_finished(ring[slot], timeout))
-				break;
+				break;	/* that job is the oldest still: drained first */
 			cg_client_retire(client, slot);
 		}
+		i++;
 		job = drm_mock_sched_job_new(client->test, client->entity);
 		drm_mock_sched_job_set_duration_us(job, client->params.job_us);
 		if (client->dep_fseqs)
@@ -2400,9 +2407,9 @@ static u32 cg_draw(struct rnd_state *rnd, const u32 *from, unsigned int n)
  * 10000, priorities -100 to 100; 2 to 6 clients in the leaves, with jobs
  * of 0.5 to 64 ms, each deep, one job at a time, or thinking 25 to 400% of
  * its job, around the bounds of the engine's waits too (with up to none,
- * a fifth or as much again at random); an engine of 1, 2 or 4 slots. A
- * fifth of the clients, drawn last, wait with each job on another's last
- * job (which lends where that one's band is lower).
+ * a fifth or as much again at random); an engine of 1, 2 or 4 slots.
+ * Then each client, with chance 1/5, waits with each job on another's last
+ * job (which lends where that one is of a lower band and another cgroup).
  */
 static void cg_prop_draw(struct cg_prop_mix *m, unsigned int seed)
 {
@@ -2500,13 +2507,16 @@ static int cg_rec_index_by_seqno(const void *a, const void *b, const void *recs)
 
 /*
  * The loans in a mix's run, on @recs (the clients' logs one after another,
- * each in its order): each job's ready time (its push, or the end of the
- * signaller's job it waited on if later) and the band it may run in. A
- * waiter of a higher band than the job it waits on lends its band (its
- * own, or one lent to it) from its push, or from when it was lent that
- * band if later, until that job's handoff, to that job's entity: the job
- * and the jobs ahead of it in its queue, handed off meanwhile, may run in
- * the waiter's band.
+ * each in its order): each job's ready time (its push, or the handoff of
+ * the signaller's job it waited on if later: a job that waits on a fence
+ * of its own scheduler waits only for the job's handoff) and the band it
+ * may run in. A waiter of a higher band than the job it waits on, and of
+ * another cgroup (drm_sched_job_gpucg_lender(): a mix has one scheduler),
+ * lends its band (its own, or one lent to it) from when it is first in its
+ * queue (its push, or the handoff of the job before it), or from when it
+ * was lent that band if later, until that job's handoff, to that job's
+ * entity: the job and the jobs ahead of it in its queue, handed off
+ * meanwhile, may run in the waiter's band.
  */
 static void cg_prop_loans(struct kunit *test, const struct cg_prop_mix *m,
 			  const struct cg_client *clients,
@@ -2528,6 +2538,10 @@ static void cg_prop_loans(struct kunit *test, const struct cg_prop_mix *m,
 		w = &recs[k];
 		order[k] = k;
 		w->ready = w->submit;
+		w->head = w->submit;
+		if (k && recs[k - 1].client == w->client)
+			w->head = max(w->head, recs[k - 1].handoff);
+		w->lent_at = KTIME_MAX;
 		w->dep = -1;
 		w->level = m->level[m->node[w->client]];
 		if (!w->dep_fseq)
@@ -2539,7 +2553,7 @@ static void cg_prop_loans(struct kunit *test, const struct cg_prop_mix *m,
 		if (at >= clients[j].nr_log || clients[j].log[at].fseq != w->dep_fseq)
 			continue;
 		w->dep = first[j] + at;
-		w->ready = max(w->submit, recs[w->dep].end);
+		w->ready = max(w->submit, recs[w->dep].handoff);
 	}
 	/*
 	 * Latest handoff first: a waiter goes to the hardware after what it
@@ -2552,18 +2566,21 @@ static void cg_prop_loans(struct kunit *test, const struct cg_prop_mix *m,
 	sort_r(order, n, sizeof(*order), cg_rec_index_by_seqno, NULL, recs);
 	for (k = n; k-- > 0;) {
 		w = &recs[order[k]];
-		since = w->submit;
+		since = w->head;
 		for (l = nr_bands - 1; l > w->level; l--) {
 			if (ktime_before(lent[w->client][l], w->handoff)) {
 				w->level = l;
-				since = max(since, lent[w->client][l]);
+				w->lent_at = lent[w->client][l];
+				since = max(since, w->lent_at);
 				break;
 			}
 		}
 		if (w->dep < 0)
 			continue;
 		d = &recs[w->dep];
-		if (w->level <= m->level[m->node[d->client]] ||
+		/* a job of its own cgroup on its scheduler lends nothing */
+		if (m->node[w->client] == m->node[d->client] ||
+		    w->level <= m->level[m->node[d->client]] ||
 		    !ktime_before(since, d->handoff))
 			continue;
 		for (l = 0; l <= w->level; l++)
@@ -2573,8 +2590,8 @@ static void cg_prop_loans(struct kunit *test, const struct cg_prop_mix *m,
 
 /* What a mix's run showed, against the essay's bounds */
 struct cg_prop_figures {
-	unsigned int inversions;	/* handoffs with higher work queued */
-	s64 idle_ns;		/* engine idle with work queued, in the window */
+	unsigned int inversions;	/* handoffs with higher work ready */
+	s64 idle_ns;		/* engine idle with work ready, in the window */
 	s64 idle_max_ns;	/* the longest such stretch */
 	unsigned int share_err;	/* tenths of a point; deep top band only */
 	bool share_checked;
@@ -2582,35 +2599,46 @@ struct cg_prop_figures {
 
 /*
  * Handoffs that passed over ready work of a higher band than the one the
- * job may run in (its own, or a waiter's that lent to it): going backwards
- * over the handoffs (the mock hardware's order), the earliest ready time
- * of each band's jobs handed off later; a job handed off after a higher
- * one's ready time, strictly, went before it. @recs sorted by seqno.
+ * job may run in: going backwards over the handoffs (the mock hardware's
+ * order), the earliest time each band had a job ready that was handed off
+ * later, in its own band from its ready time and in a band lent to it from
+ * when it was first in its queue, ready and lent; a job handed off after
+ * that time, strictly, went before it. @recs sorted by seqno.
  */
 static unsigned int cg_prop_inversions(struct kunit *test,
 				       const struct cg_prop_mix *m,
 				       const struct cg_job_rec *recs,
 				       unsigned int n)
 {
-	const struct cg_job_rec *pushed[ARRAY_SIZE(cg_prop_prios)] = {};
-	unsigned int k, l, lx, found = 0;
+	const struct cg_job_rec *waiting[ARRAY_SIZE(cg_prop_prios)] = {};
+	ktime_t since[ARRAY_SIZE(cg_prop_prios)];
+	unsigned int k, l, own, found = 0;
+	ktime_t t;
 
 	for (k = n; k-- > 0;) {
-		for (l = recs[k].level + 1; l < ARRAY_SIZE(pushed); l++) {
-			if (!pushed[l] || !ktime_before(pushed[l]->ready, recs[k].handoff))
+		for (l = recs[k].level + 1; l < ARRAY_SIZE(waiting); l++) {
+			if (!waiting[l] || !ktime_before(since[l], recs[k].handoff))
 				continue;
 			if (!found++)
-				kunit_info(test, "client %u's job (in band %d, ready at %lld us) handed off at %lld us over client %u's (at %d) ready at %lld us, handed off at %lld us\n",
+				kunit_info(test, "client %u's job (in band %d, ready at %lld us) handed off at %lld us over client %u's (ready in band %d at %lld us), handed off at %lld us\n",
 					   recs[k].client, cg_prop_prios[recs[k].level],
 					   ktime_to_us(recs[k].ready),
 					   ktime_to_us(recs[k].handoff),
-					   pushed[l]->client, cg_prop_prios[l],
-					   ktime_to_us(pushed[l]->ready),
-					   ktime_to_us(pushed[l]->handoff));
+					   waiting[l]->client, cg_prop_prios[l],
+					   ktime_to_us(since[l]),
+					   ktime_to_us(waiting[l]->handoff));
 		}
-		lx = m->level[m->node[recs[k].client]];
-		if (!pushed[lx] || ktime_before(recs[k].ready, pushed[lx]->ready))
-			pushed[lx] = &recs[k];
+		own = m->level[m->node[recs[k].client]];
+		if (!waiting[own] || ktime_before(recs[k].ready, since[own])) {
+			waiting[own] = &recs[k];
+			since[own] = recs[k].ready;
+		}
+		l = recs[k].level;
+		t = max3(recs[k].ready, recs[k].head, recs[k].lent_at);
+		if (l > own && (!waiting[l] || ktime_before(t, since[l]))) {
+			waiting[l] = &recs[k];
+			since[l] = t;
+		}
 	}
 	return found;
 }
@@ -2681,7 +2709,7 @@ static u64 cg_prop_busy(const struct cg_client *client)
 }
 
 /*
- * Where every client of the highest band in a mix is deep and none waits
+ * Where every client of the highest band in a mix is deep and no client waits
  * on another: each leaf's share of the GPU time used in the window,
  * against its weight's along its path among the cgroups with such a
  * client below them; the largest distance.
@@ -2785,7 +2813,7 @@ static void cg_prop_run(struct kunit *test, struct cg_prop_mix *m,
 	cg_prop_idle(test, recs, n, clients[0].window_start, clients[0].window_end, &f);
 	cg_prop_shares(m, clients, &f);
 
-	kunit_info(test, "mix %u%s: %u slots, %u cgroups, %u clients (%u deep, %u waiting), %u jobs in %u ms: %u inversions, idle with work queued %lld us (longest %lld us), share error %s%u.%u points\n",
+	kunit_info(test, "mix %u%s: %u slots, %u cgroups, %u clients (%u deep, %u waiting), %u jobs in %u ms: %u inversions, idle with work ready %lld us (longest %lld us), share error %s%u.%u points\n",
 		   seed, all_deep ? ", all deep" : "", m->credits, m->nr_nodes,
 		   m->nr_clients, nr_deep, nr_waits, n, m->window_ms, f.inversions,
 		   div_s64(f.idle_ns, NSEC_PER_USEC),
@@ -2812,15 +2840,17 @@ static void cg_prop_run(struct kunit *test, struct cg_prop_mix *m,
  * asserted on what the engine did, job by job:
  *
  * - no job is handed to the hardware while a job of a higher effective
- *   priority is ready (pushed, and what it waits on done), unless a
- *   waiter of that band or higher waits on it (a fifth of the clients
- *   wait on another's jobs, the first run of a mix: a loan, which lifts
- *   the job to the waiter's band, and along a chain);
- * - the engine runs nothing while a job is queued only while it expects an
+ *   priority is ready (pushed, and what it waits on handed off), unless a
+ *   waiter of that band or higher lends to it (in the first run of a mix,
+ *   each client waits on another's jobs with chance 1/5: a loan lifts the
+ *   job waited on, and those ahead of it in its queue, to the waiter's
+ *   band, along a chain too; and a lent job is ready in the lent band,
+ *   which nothing lower may pass over);
+ * - the engine runs nothing while a job is ready only while it expects an
  *   entity back, at most 48 ms at a stretch (48 windows' lower bound), and
  *   at most that per job of the clients that are not deep, in all: a mix of
  *   deep clients alone, none waiting, leaves it idle never;
- * - where every client of the highest band is deep and none waits (always,
+ * - where every client of the highest band is deep and no client waits (always,
  *   the second time), each leaf of the tree with such a client gets its
  *   share by the weights along its path among those leaves, within 1
  *   point.
@@ -2834,6 +2864,8 @@ static void drm_sched_cgroup_property(struct kunit *test)
 	struct cg_prop_mix *m;
 	unsigned int i;
 
+	/* a mix's clients may all lend (cg_loans_on()) */
+	BUILD_BUG_ON(CG_PROP_CLIENTS > CG_LENDER_CLIENTS);
 	cg_virtual_time_only(test);
 	m = kunit_kzalloc(test, sizeof(*m), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, m);
