@@ -2523,9 +2523,14 @@ static void cg_prop_loans(struct kunit *test, const struct cg_prop_mix *m,
 			  struct cg_job_rec *recs, unsigned int n)
 {
 	const unsigned int nr_bands = ARRAY_SIZE(cg_prop_prios);
-	unsigned int first[CG_PROP_CLIENTS], *order, i, j, k, l;
-	/* per client and band, the earliest start of a loan at least that high */
+	unsigned int first[CG_PROP_CLIENTS], *order, i, j, k, l, own;
+	/*
+	 * Per client and band, the earliest start of a loan at least that
+	 * high to a job not yet handed off (later in the walk: a job ahead of
+	 * it in its queue); per job, the loans to it, until the walk gets to it
+	 */
 	ktime_t lent[CG_PROP_CLIENTS][ARRAY_SIZE(cg_prop_prios)];
+	ktime_t (*pend)[ARRAY_SIZE(cg_prop_prios)];
 	struct cg_job_rec *w, *d;
 	ktime_t since;
 	u64 at;
@@ -2533,7 +2538,8 @@ static void cg_prop_loans(struct kunit *test, const struct cg_prop_mix *m,
 	for (i = 0, k = 0; i < m->nr_clients; k += clients[i++].nr_log)
 		first[i] = k;
 	order = kunit_kcalloc(test, n, sizeof(*order), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, order);
+	pend = kunit_kcalloc(test, n, sizeof(*pend), GFP_KERNEL);
+	KUNIT_ASSERT_TRUE(test, order && pend);
 	for (k = 0; k < n; k++) {
 		w = &recs[k];
 		order[k] = k;
@@ -2563,15 +2569,19 @@ static void cg_prop_loans(struct kunit *test, const struct cg_prop_mix *m,
 	for (i = 0; i < m->nr_clients; i++)
 		for (l = 0; l < nr_bands; l++)
 			lent[i][l] = KTIME_MAX;
+	for (k = 0; k < n; k++)
+		for (l = 0; l < nr_bands; l++)
+			pend[k][l] = KTIME_MAX;
 	sort_r(order, n, sizeof(*order), cg_rec_index_by_seqno, NULL, recs);
 	for (k = n; k-- > 0;) {
 		w = &recs[order[k]];
-		since = w->head;
-		for (l = nr_bands - 1; l > w->level; l--) {
+		for (l = 0; l < nr_bands; l++)
+			lent[w->client][l] = min(lent[w->client][l], pend[order[k]][l]);
+		own = w->level;
+		for (l = nr_bands - 1; l > own; l--) {
 			if (ktime_before(lent[w->client][l], w->handoff)) {
 				w->level = l;
 				w->lent_at = lent[w->client][l];
-				since = max(since, w->lent_at);
 				break;
 			}
 		}
@@ -2579,12 +2589,14 @@ static void cg_prop_loans(struct kunit *test, const struct cg_prop_mix *m,
 			continue;
 		d = &recs[w->dep];
 		/* a job of its own cgroup on its scheduler lends nothing */
-		if (m->node[w->client] == m->node[d->client] ||
-		    w->level <= m->level[m->node[d->client]] ||
-		    !ktime_before(since, d->handoff))
+		if (m->node[w->client] == m->node[d->client])
 			continue;
-		for (l = 0; l <= w->level; l++)
-			lent[d->client][l] = min(lent[d->client][l], since);
+		/* each band it may run in, from when it may */
+		for (l = m->level[m->node[d->client]] + 1; l <= w->level; l++) {
+			since = l <= own ? w->head : max(w->head, lent[w->client][l]);
+			if (ktime_before(since, d->handoff))
+				pend[w->dep][l] = min(pend[w->dep][l], since);
+		}
 	}
 }
 
@@ -2647,7 +2659,7 @@ static unsigned int cg_prop_inversions(struct kunit *test,
  * The stretches of [@from, @to) in which the engine ran no job while one was
  * ready (of CG_PROP_SLACK_NS at least): the gaps between the jobs' runs
  * (@recs sorted by seqno: they run in that order) met with the union of
- * the times jobs were ready, from their push (or the end of what they
+ * the times jobs were ready, from their push (or the handoff of what they
  * waited on) to their handoff (@recs then sorted by that).
  */
 static void cg_prop_idle(struct kunit *test, struct cg_job_rec *recs,
