@@ -38,15 +38,37 @@ changed() {
 	git -C "$SRC" diff --name-only "$BASE_TAG..HEAD" -- "drivers/gpu/drm/$1/"
 }
 
-# The objects the Makefile of driver directory $1 builds in configuration
+# The objects the Makefile (or Kbuild) of driver directory $1 builds in configuration
 # file $2: those of its -y and -objs lists, and of its -$(CONFIG_X) lists
-# whose X is y or m (ifdef and ifeq blocks are taken as met).
+# whose X is y or m, outside blocks the configuration leaves out: ifdef
+# CONFIG_X and ifneq ($(CONFIG_X),) hold when X is y or m, ifndef and
+# ifeq ($(CONFIG_X),) when it is not, any other condition is taken as met.
 configured() {
+	local mk=$SRC/drivers/gpu/drm/$1/Makefile
+	# 7.3's nouveau keeps its lists in a Kbuild file
+	[ -f "$mk" ] || mk=${mk%Makefile}Kbuild
 	awk -v cfg="$2" '
 		BEGIN {
 			while ((getline l < cfg) > 0)
 				if (l ~ /^CONFIG_[A-Za-z0-9_]+=[ym]$/) { split(l, kv, "="); on[kv[1]] = 1 }
+			depth = 0; off = 0
 		}
+		# the blocks: met[d] says whether block d holds, off counts those that do not
+		!cont && /^(ifdef|ifndef|ifeq|ifneq)[ \t(]/ {
+			held = 1
+			if (match($0, /CONFIG_[A-Za-z0-9_]+/)) {
+				sym = substr($0, RSTART, RLENGTH)
+				if ($1 == "ifdef" || $0 ~ /^ifneq *\(\$\(CONFIG_[A-Za-z0-9_]+\), *\)/)
+					held = sym in on
+				else if ($1 == "ifndef" || $0 ~ /^ifeq *\(\$\(CONFIG_[A-Za-z0-9_]+\), *\)/)
+					held = !(sym in on)
+			}
+			met[++depth] = held; off += !held
+			next
+		}
+		!cont && /^else([ \t]|$)/ && depth { off += met[depth] ? 1 : -1; met[depth] = !met[depth]; next }
+		!cont && /^endif([ \t]|$)/ && depth { off -= !met[depth]; depth--; next }
+		off { cont = /\\$/; next }
 		!cont {
 			list = 0
 			if (match($0, /^[A-Za-z0-9_-]+-(y|objs|\$\(CONFIG_[A-Za-z0-9_]+\))[ \t]*[:+]?=/)) {
@@ -57,7 +79,7 @@ configured() {
 			}
 		}
 		list { n = split($0, w, /[ \t\\=]+/); for (i = 1; i <= n; i++) if (w[i] ~ /\.o$/) print w[i] }
-		{ cont = /\\$/ }' "$SRC/drivers/gpu/drm/$1/Makefile"
+		{ cont = /\\$/ }' "$mk"
 }
 
 # The objects of driver directory $1 to build in configuration file $2: its
