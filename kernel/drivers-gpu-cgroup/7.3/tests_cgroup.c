@@ -2177,6 +2177,37 @@ KUNIT_ARRAY_PARAM(cg_max, cg_max_cases, cg_max_desc);
  * client uncapped: the cap takes nothing from it. Printed in tenths of a
  * point.
  */
+/*
+ * The loads of @clients uncapped, in cgroups of their own: the share in
+ * thousandths that the first gets alone lowers @want to its demand, and
+ * with @beside, @uncapped is what the second gets beside it. Apart from
+ * drm_sched_cgroup_max(), whose frame holds its own clients: three more
+ * there outgrow the stack limit under KASAN.
+ */
+static noinline_for_stack void cg_max_uncapped(struct kunit *test,
+					       const struct cg_client *clients,
+					       bool beside, u64 *want,
+					       u64 *uncapped)
+{
+	struct cg_client alone[1] = { { .params = clients[0].params } };
+	struct cg_client pair[2] = {
+		{ .params = clients[0].params },
+		{ .params = clients[1].params },
+	};
+
+	alone[0].group = cg_group(test, NULL, 100);
+	cg_run(test, alone, 1, 1);
+	*want = min(*want, div_u64(alone[0].busy_us * 1000,
+				   CG_WINDOW_MS * USEC_PER_MSEC));
+	if (!beside)
+		return;
+	pair[0].group = cg_group(test, NULL, 100);
+	pair[1].group = cg_group(test, NULL, 100);
+	cg_run(test, pair, 2, 1);
+	*uncapped = div_u64(pair[1].busy_us * 1000,
+			    CG_WINDOW_MS * USEC_PER_MSEC);
+}
+
 static void drm_sched_cgroup_max(struct kunit *test)
 {
 	const struct cg_max_case *c = test->param_value;
@@ -2195,25 +2226,8 @@ static void drm_sched_cgroup_max(struct kunit *test)
 	char *series;
 
 	cg_virtual_time_only(test);
-	if (c->wait_us) {
-		struct cg_client alone[1] = { { .params = clients[0].params } };
-		struct cg_client pair[2] = {
-			{ .params = clients[0].params },
-			{ .params = clients[1].params },
-		};
-
-		alone[0].group = cg_group(test, NULL, 100);
-		cg_run(test, alone, 1, 1);
-		want = min(want, div_u64(alone[0].busy_us * 1000,
-					 CG_WINDOW_MS * USEC_PER_MSEC));
-		if (c->beside) {
-			pair[0].group = cg_group(test, NULL, 100);
-			pair[1].group = cg_group(test, NULL, 100);
-			cg_run(test, pair, 2, 1);
-			uncapped = div_u64(pair[1].busy_us * 1000,
-					   CG_WINDOW_MS * USEC_PER_MSEC);
-		}
-	}
+	if (c->wait_us)
+		cg_max_uncapped(test, clients, c->beside, &want, &uncapped);
 	if (c->parent_us) {
 		parent = cg_group(test, NULL, 100);
 		gpucg_kunit_cgroup_set_max(parent, c->parent_us, CG_MAX_PERIOD_US);
