@@ -12,6 +12,7 @@ another's.
 from __future__ import annotations
 
 import collections
+import errno
 import multiprocessing
 import os
 import subprocess
@@ -141,6 +142,16 @@ class SimGpu(BufferNode):
         arg = ffi.new("struct drm_simgpu_wait *", {"seqno": seqno, "timeout_ns": timeout_ns})
         self.ioctl(WAIT, arg)
         return JobTimes(int(arg.queued_ns), int(arg.start_ns), int(arg.end_ns))
+
+    def done(self, seqno: int) -> bool:
+        """Whether every job up to @seqno has finished, without waiting."""
+        try:
+            self.wait(seqno, timeout_ns=0)
+        except drm.DrmError as e:
+            if e.errno != errno.ETIME:
+                raise
+            return False
+        return True
 
 
 def render_nodes(dev_dir: Path = Path("/dev/dri")) -> list[Path]:

@@ -22,7 +22,7 @@ if not os.environ.get("PYCGPU_IN_VM"):
     raise pytest.UsageError("the VM tier runs inside the test VM: use `make test-vm`")
 
 
-ROBUSTNESS = Path(__file__).resolve().parents[2] / "bench" / "results" / "robustness.json"
+RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
 
 # Marks of tests that leave the kernel changed for the rest of the boot:
 # i915's mock selftests taint it and leave their lock classes and memory
@@ -47,7 +47,8 @@ def mount() -> Path:
 def robustness() -> Iterator[dict[str, dict[str, object]]]:
     """Figures of the robustness tests (inputs tried, load held, faults
     injected), one entry per test, written with the kernel they ran on to
-    bench/results/robustness.json for the README's table; the run's splats,
+    bench/results/robustness.json (6.12) or robustness-7.3.json (7.3) for the
+    README's table; the run's splats,
     hung tasks and kmemleak reports are tools/vm.sh's to count (any fails it)."""
     figures: dict[str, dict[str, object]] = {}
     start = time.monotonic()
@@ -59,7 +60,8 @@ def robustness() -> Iterator[dict[str, dict[str, object]]]:
                "fault_injection": (debugfs / "failslab").exists(),
                "seconds": round(time.monotonic() - start),
                "tests": figures}
-        ROBUSTNESS.write_text(json.dumps(doc, indent=2) + "\n")
+        name = "robustness-7.3" if os.uname().release.startswith("7.3") else "robustness"
+        (RESULTS / f"{name}.json").write_text(json.dumps(doc, indent=2) + "\n")
 
 
 @pytest.fixture

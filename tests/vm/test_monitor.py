@@ -33,6 +33,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from clients import DEBUG_KERNEL
 from simgpu import Load, SimGpu
 
 from pycgpu.core.cgroup import Cgroup
@@ -43,7 +44,6 @@ PYCGPU = [sys.executable, "-m", "pycgpu"]
 # on the debug kernel (KASAN, kmemleak; make test-debug) under TCG a saturating
 # load's duty cycle jitters more between the simulator's window and stat's
 # own interval: 87.7 % against 81.3 % was seen there
-DEBUG_KERNEL = Path("/sys/kernel/debug/kmemleak").exists()
 TOLERANCE = 0.10 if DEBUG_KERNEL else 0.05
 # 20 ms jobs, 16 queued: the engine stays busy under emulation even while the
 # host builds a kernel beside the VM (make test builds 7.3 while 6.12's VM

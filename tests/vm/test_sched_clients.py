@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from clients import (
+    DEBUG_KERNEL,
     JOB_NS,
     Shallow,
     assert_shares,
@@ -145,6 +146,11 @@ def _blocked_consumer(node: str, cgroup: str, fd: int, n: int, started, done) ->
         done.set()
 
 
+# the producer's job outlasts the consumer's start, its 200 submissions and the
+# 0.8 s measurement: under KASAN on TCG the start and submissions took over 0.7 s
+PRODUCER_NS = 4_000_000_000 if DEBUG_KERNEL else 1_500_000_000
+
+
 def test_blocked_client_stalls_nobody_and_banks_nothing(cgroup, simgpu_nodes):
     """A client whose jobs wait on another client's fence (here a job on the
     other GPU, as with PRIME) leaves the engine to others while it waits,
@@ -156,7 +162,7 @@ def test_blocked_client_stalls_nobody_and_banks_nothing(cgroup, simgpu_nodes):
         time.sleep(0.2)
         alone = busy_fractions([c], dev, 0.8)[0]
         sync = producer.syncobj_create()
-        seqno = producer.submit(1_500_000_000, signal=sync)  # 1.5 s on the other GPU
+        seqno = producer.submit(PRODUCER_NS, signal=sync)  # on the other GPU
         fd = producer.syncobj_export(sync)
         ctx = mp.get_context("fork")
         started, done = ctx.Event(), ctx.Event()
@@ -167,7 +173,10 @@ def test_blocked_client_stalls_nobody_and_banks_nothing(cgroup, simgpu_nodes):
         try:
             assert started.wait(30)
             busy = busy_fractions([c], dev, 0.8)[0]
-            assert usage_us(a, dev) == 0, "a ran before its dependency signalled"
+            ran_us = usage_us(a, dev)
+            assert not producer.done(seqno), \
+                "the dependency signalled before the measurement ended: the scene took too long"
+            assert ran_us == 0, "a ran before its dependency signalled"
             # as busy as c alone, measured just before (below 1 under emulation)
             assert busy >= 0.85 * alone, \
                 f"c used {busy:.0%} of the engine while a was blocked, {alone:.0%} alone"
@@ -194,6 +203,12 @@ def _context(node: str, cgroup: str, depth: int, stop, waits) -> None:
                 gpu.wait(max(gpu.submit(JOB_NS) for _ in range(depth)))
 
 
+# what is checked is turns against the game's whole queue (16 jobs); under
+# KASAN on TCG each wake-up and submission adds a fraction of a job to the
+# wait (median 2.51 jobs was seen there)
+TURN_WAIT_JOBS = 4.0 if DEBUG_KERNEL else 2.5
+
+
 def test_clients_in_one_cgroup_take_turns(cgroup, node):
     """A game keeps 16 jobs queued; a compositor in the same cgroup submits
     one job at a time. Inside a cgroup clients take turns, so the
@@ -215,7 +230,7 @@ def test_clients_in_one_cgroup_take_turns(cgroup, node):
         got.append(waits.get())
     assert len(got) >= 10, got
     got.sort()
-    assert got[len(got) // 2] <= 2.5, f"compositor waits, in jobs: {got}"
+    assert got[len(got) // 2] <= TURN_WAIT_JOBS, f"compositor waits, in jobs: {got}"
 
 
 def test_priority_change_applies_to_running_loads(cgroup, node):
