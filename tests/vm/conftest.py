@@ -47,9 +47,9 @@ def mount() -> Path:
 def robustness() -> Iterator[dict[str, dict[str, object]]]:
     """Figures of the robustness tests (inputs tried, load held, faults
     injected), one entry per test, written with the kernel they ran on to
-    bench/results/robustness.json (6.12) or robustness-7.3.json (7.3) for the
-    README's table; the run's splats,
-    hung tasks and kmemleak reports are tools/vm.sh's to count (any fails it)."""
+    bench/results/robustness.json (6.12) or robustness-7.3.json (7.3) for
+    the README's table; the run's splats, hung tasks and kmemleak reports
+    are tools/vm.sh's to count (any fails it)."""
     figures: dict[str, dict[str, object]] = {}
     start = time.monotonic()
     yield figures
