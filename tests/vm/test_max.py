@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from clients import devt, raw_write, usage_us
+from clients import DEBUG_KERNEL, devt, raw_write, usage_us
 from simgpu import Load
 
 from pycgpu.core import formats
@@ -158,6 +158,12 @@ def test_caps_nest(cgroup, simgpu_nodes):
     assert stat(child, devt(node))["nr_throttled"] == 0
 
 
+# what a lifted cap's load must reach: twice the cap, or one and a half on the
+# debug kernel, whose submissions hold a free load lower still (39.9% seen on
+# 7.3's with a compile beside the VM); the throttle's counter is the check
+FREE_MIN = 30 if DEBUG_KERNEL else 40
+
+
 def test_lifting_the_cap_frees_the_load(cgroup, simgpu_nodes):
     """Once the cap is lifted the load is never held back again and takes
     what the emulator lets it: at least twice the cap (a free load reaches
@@ -168,5 +174,5 @@ def test_lifting_the_cap_frees_the_load(cgroup, simgpu_nodes):
     counters: list[dict[str, int]] = []
     capped_share, free = loaded_shares(g, node, None, "max", depth=16, counters=counters)
     throttled = [c["nr_throttled"] for c in counters]  # around each window
-    assert capped_share <= 25 and free >= 40, (capped_share, free)
+    assert capped_share <= 25 and free >= FREE_MIN, (capped_share, free)
     assert throttled[1] > throttled[0] and throttled[3] == throttled[2], throttled
