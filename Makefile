@@ -57,7 +57,7 @@ test-base: check-drivers
 	$(BASE_VM_ENV) PYCGPU_VM_TIMEOUT=$${PYCGPU_VM_TIMEOUT:-3600} \
 		$(VM) "$(PYTEST_VM) -m '$(BASE_VM_MARKS)' $(BASE_VM_TESTS)"
 
-test-sim: setup ## the virtual-time tier: the scheduling core's KUnit suite and upstream's drm_sched suites on UML (7.3's tree, time-travel), no root, no emulator
+test-sim: setup ## the virtual-time tier: the scheduling core's KUnit suite, upstream's drm_sched suites and TTM's device and pool suites on UML (7.3's tree, time-travel), no root, no emulator
 	tools/sim.sh
 
 test-7.3-rest: ## the 7.3 VM tests that make test leaves out (VRAM, runtimes, podman, Kubernetes, monitoring, CLI, no gpu controller, ...)

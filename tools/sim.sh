@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The virtual-time tier: the scheduling core's KUnit suite and upstream's
-# drm_sched suites on a UML kernel of 7.3's tree with the series, and the
-# core's suite on one of 6.12's, run by the kernel's own runner
+# The virtual-time tier: the scheduling core's KUnit suite, upstream's
+# drm_sched suites and TTM's device and pool suites on a UML kernel of 7.3's tree with
+# the series, and the core's suite on one of 6.12's, run by the kernel's own runner
 # (tools/testing/kunit/kunit.py) with time-travel=inf-cpu: clocks and timers
 # are virtual and CPU work takes no time, so the figures are exact and the
 # same on every run. No root, no emulator.
@@ -12,7 +12,7 @@
 #                        of both bases or of BASE alone
 #   tools/sim.sh run     the suites: the core's on both bases, upstream's
 #                        drm_sched under FIFO and under FAIR on 7.3, and
-#                        upstream's TTM device suite on 7.3
+#                        upstream's TTM device and pool suites on 7.3
 #   tools/sim.sh scenarios
 #                        the cgroup suite alone, under FIFO and FAIR on 7.3
 #
@@ -140,7 +140,10 @@ cmd_run() {
 	run_suites 6.12 core 1 'gpu_cgroup_sched*' || rc=1
 	run_suites 7.3 fifo 1 "${DRM_SCHED_SUITES[@]}" 'drm_sched_cgroup*' || rc=1
 	run_suites 7.3 fair 2 "${DRM_SCHED_SUITES[@]}" 'drm_sched_cgroup*' || rc=1
-	run_suites 7.3 ttm 1 'ttm_device*' || rc=1
+	# in one boot, the device suite first (link order): the pool suite makes
+	# pools without a TTM device and relies on the global pools' lock and
+	# list, which the device suite's devices have set up
+	run_suites 7.3 ttm 1 'ttm_[dp][eo]*' || rc=1
 	return "$rc"
 }
 
