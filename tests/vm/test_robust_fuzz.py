@@ -14,11 +14,11 @@ charges and limit hits racing the writes all the same.
 
 The run is bounded in time as well as in writes: each fuzzer stops at its
 share of the writes or after FUZZ_SECONDS, whichever comes first, and at
-least MIN_WRITES must have been checked. On the debug kernel under TCG an
-open and a read of any cgroup file cost about 8 ms (cgroup.type's as much
-as gpu.weight's, measured on 7.3), so 100,000 writes and their read-backs
-take longer than the whole tier's budget; on the test kernel all of them
-run. The figure says how many ran."""
+least MIN_WRITES must have been checked. On the debug kernels under TCG,
+with the allocators and the simgpu loads beside them, the fuzzers check
+about 44 writes a second between them (7.3 and 6.12 alike), so 100,000
+writes and their read-backs would take longer than the whole tier's
+budget; on the test kernel all of them run. The figure says how many ran."""
 
 from __future__ import annotations
 
