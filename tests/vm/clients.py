@@ -105,9 +105,9 @@ def loads(node: Path, groups: list[Cgroup], **kw: int) -> Iterator[list[Load]]:
             load.stop()
 
 
-def assert_shares(got: list[float], want: list[float]) -> None:
+def assert_shares(got: list[float], want: list[float], tolerance: float = TOLERANCE_PTS) -> None:
     for g, w in zip(got, want, strict=True):
-        assert abs(g - w) <= TOLERANCE_PTS, f"shares {got} != {want} (±{TOLERANCE_PTS})"
+        assert abs(g - w) <= tolerance, f"shares {got} != {want} (±{tolerance})"
 
 
 def raw_write(cg: Cgroup, name: str, value: str) -> int:
