@@ -30,14 +30,16 @@ from pycgpu.core.cgroup import Cgroup
 
 JOB_NS = 20_000_000
 DEEP_JOB_NS = 5_000_000
-# A shallow client is waited for within the core's absolute bound (its gap
-# and half again, at most 32 ms, plus the window): a round trip longer than
-# that hands the ring to the deep client, by design, so the share a Python
-# client gets depends on the CPU time it gets. 6.12's debug kernel (KASAN,
-# kmemleak, lockdep on TCG) gave 77.5 % at 900:100 with 4 slots once, where
-# the test kernel, 7.3's debug kernel and virtual time hold 90 within 5
-# points. There the test checks the mechanism, not the figure: 75 is still
-# three times the 23 % the client gets without it.
+# A shallow client is waited for only while its average gap between jobs is
+# at most twice its job and at most 32 ms (the default gpu_anticipate_us):
+# its gap and half again, capped at 32 ms, plus the window (5 ms for 20 ms
+# jobs); a later round trip hands the ring to the deep client, by design, so
+# the share a Python client gets depends on the CPU time it gets. 6.12's
+# debug kernel (KASAN, kmemleak, lockdep on TCG) gave 77.5 % at 900:100 with
+# 4 slots once, where the test kernel, 7.3's debug kernel and virtual time
+# hold 90 within 5 points. There the test checks the mechanism, not the
+# figure: 75 is still three times the 23 % the client gets without it. At
+# 100:100, which passes there, the bound stays.
 SHALLOW_TOLERANCE_PTS = 15.0 if DEBUG_KERNEL else TOLERANCE_PTS
 
 
@@ -70,7 +72,8 @@ def test_shallow_client_gets_its_share_with_several_slots(cgroup, reload_simgpu,
         for p in procs:
             p.stop()
     want = 100.0 * weights[0] / sum(weights)
-    assert_shares(got, [want, 100.0 - want], SHALLOW_TOLERANCE_PTS)
+    assert_shares(got, [want, 100.0 - want],
+                  SHALLOW_TOLERANCE_PTS if weights[0] > weights[1] else TOLERANCE_PTS)
 
 
 @pytest.mark.parametrize("credits", [4, 256])
