@@ -194,6 +194,10 @@ STAT_SCHEMA: dict[str, Any] = {
                 "properties": {
                     "path": {"type": "string", "pattern": "^/"},
                     "leaf": {"type": "boolean"},
+                    # when the group's counters were read (Unix time) and the
+                    # interval its percentages cover: its own two reads (added in v1)
+                    "time": {"type": "number"},
+                    "interval_s": {"type": ["number", "null"]},
                     "container": {
                         "type": ["object", "null"],
                         "required": ["runtime", "id", "name", "pod", "pod_uid", "namespace",

@@ -82,12 +82,17 @@ class GroupUsage:
     priority_effective: int | None = None
     pids: list[int] = field(default_factory=list)  # fdinfo: processes holding clients
     devices: dict[DevT, DeviceUsage] = field(default_factory=dict)
+    # CLOCK_MONOTONIC when its counters were read (the middle of that read;
+    # None: the sample's time). A read of every group or process takes a
+    # while, hundreds of milliseconds under load, and seldom the same while
+    # twice: a group's percentages cover the time between its own two reads.
+    time_ns: int | None = None
 
 
 @dataclass
 class Sample:
     source: str
-    time_ns: int  # CLOCK_MONOTONIC when the read started
+    time_ns: int  # CLOCK_MONOTONIC when the read started (each group has its own time too)
     wall_time: float  # time.time() at the same moment
     groups: dict[str, GroupUsage] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)  # what could not be read, and why
@@ -204,11 +209,23 @@ def _pct(delta: int, interval_ns: int, capacity: int = 1) -> float:
     return 100.0 * max(delta, 0) / (interval_ns * max(capacity, 1))
 
 
+def group_interval_ns(before: GroupUsage, after: GroupUsage, interval_ns: int) -> int:
+    """The time between two reads of one group: between its own read times
+    where both samples have them, else the samples' @interval_ns."""
+    if before.time_ns is not None and after.time_ns is not None:
+        span = after.time_ns - before.time_ns
+        if span > 0:
+            return span
+    return interval_ns
+
+
 def rates(prev: Sample | None, cur: Sample) -> dict[tuple[str, DevT], Rates]:
     """Per (group path, device): the percentages from @prev to @cur (two
     samples of one source). Groups or devices new in @cur count from zero
     only if @prev had the group; a group absent from @prev gets no rates.
-    Counters that went backwards (a group removed and made again) count 0."""
+    Counters that went backwards (a group removed and made again) count 0.
+    A group read at its own time in both samples gets the interval between
+    those two reads."""
     out: dict[tuple[str, DevT], Rates] = {}
     if prev is None:
         return out
@@ -219,18 +236,19 @@ def rates(prev: Sample | None, cur: Sample) -> dict[tuple[str, DevT], Rates]:
         before = prev.groups.get(path)
         if before is None:
             continue
+        span = group_interval_ns(before, group, interval)
         for dev, du in group.devices.items():
             old = before.devices.get(dev, DeviceUsage())
-            r = Rates(interval / 1e9)
+            r = Rates(span / 1e9)
             if du.gpu_time_ns is not None:
-                r.gpu_percent = _pct(du.gpu_time_ns - (old.gpu_time_ns or 0), interval)
+                r.gpu_percent = _pct(du.gpu_time_ns - (old.gpu_time_ns or 0), span)
             if du.wait_ns is not None:
-                r.wait_percent = _pct(du.wait_ns - (old.wait_ns or 0), interval)
+                r.wait_percent = _pct(du.wait_ns - (old.wait_ns or 0), span)
             if du.throttled_ns is not None:
-                r.throttled_percent = _pct(du.throttled_ns - (old.throttled_ns or 0), interval)
+                r.throttled_percent = _pct(du.throttled_ns - (old.throttled_ns or 0), span)
             for name, eng in du.engines.items():
                 was = old.engines.get(name)
-                r.engines[name] = _pct(eng.busy_ns - (was.busy_ns if was else 0), interval,
+                r.engines[name] = _pct(eng.busy_ns - (was.busy_ns if was else 0), span,
                                        eng.capacity)
             out[(path, dev)] = r
     return out

@@ -166,6 +166,7 @@ class _Found:
     cgroup: str
     devt: DevT
     pids: list[int]
+    time_ns: int  # the source's clock in the middle of the read of its fdinfo
     holders: list[tuple[int, str]] = field(default_factory=list)  # (pid, cgroup)
 
 
@@ -175,6 +176,7 @@ class _Last:
 
     ns: dict[str, int] = field(default_factory=dict)
     cycles: dict[str, tuple[int, int]] = field(default_factory=dict)
+    time_ns: int = 0  # when they were read (_Found.time_ns)
 
 
 class FdinfoSource(Source):
@@ -190,7 +192,6 @@ class FdinfoSource(Source):
         self._last: dict[ClientKey, _Last] = {}
         self._acc: dict[tuple[str, DevT], dict[str, Engine]] = {}
         self._acc_seen: dict[tuple[str, DevT], float] = {}
-        self._prev_ns: int | None = None
 
     # devices -----------------------------------------------------------------------
 
@@ -233,6 +234,7 @@ class FdinfoSource(Source):
         """Every DRM client of every process, de-duplicated."""
         proc = self.proc
         devnum = fd_devnum
+        clock = self.clock
         not_drm = _NOT_DRM
         unreadable = 0
         clients: dict[ClientKey, _Found] = {}
@@ -267,8 +269,11 @@ class FdinfoSource(Source):
                     continue
                 where = f"{proc}/{pid}/fdinfo/{fd}"
                 try:
+                    t0 = clock()
                     with open(where, "rb") as f:
-                        client = parse_fdinfo(decode(f.read(), where), where)
+                        data = f.read()
+                    read_ns = (t0 + clock()) // 2
+                    client = parse_fdinfo(decode(data, where), where)
                 except OSError:
                     continue
                 except FormatError as e:
@@ -287,7 +292,7 @@ class FdinfoSource(Source):
                     cgroup = self._cgroup_of(pid)
                 found = clients.get(key)
                 if found is None:
-                    found = clients[key] = _Found(key, client, ipid, cgroup, devt, [])
+                    found = clients[key] = _Found(key, client, ipid, cgroup, devt, [], read_ns)
                     order.append(found)
                 found.holders.append((ipid, cgroup))
         for found in order:
@@ -315,17 +320,18 @@ class FdinfoSource(Source):
 
     def _read(self, sample: Sample) -> None:
         found = self.scan(sample.errors)
-        now = sample.time_ns
-        wall_dt = now - self._prev_ns if self._prev_ns is not None else None
-        self._prev_ns = now
         last_all: dict[ClientKey, _Last] = {}
         groups = sample.groups
+        read_times: dict[str, list[int]] = {}
         mono = time.monotonic()
         for f in found:
             key = f.key
             c = f.client
             last = self._last.get(key)
-            new = last_all[key] = _Last()
+            new = last_all[key] = _Last(time_ns=f.time_ns)
+            # cycles are turned into time over the client's own interval
+            wall_dt = f.time_ns - last.time_ns if last is not None else None
+            read_times.setdefault(f.cgroup, []).append(f.time_ns)
             acc = self._acc.setdefault((f.cgroup, f.devt), {})
             self._acc_seen[(f.cgroup, f.devt)] = mono
             for name, ns in c.engines.items():
@@ -381,6 +387,9 @@ class FdinfoSource(Source):
         self._last = last_all
         for group in groups.values():
             group.pids.sort()
+            # its clients' reads, one after another in the scan: their mean
+            times = read_times[group.path]
+            group.time_ns = sum(times) // len(times)
             for devt, du in group.devices.items():
                 acc = self._acc.get((group.path, devt), {})
                 du.engines = {n: Engine(e.busy_ns, e.capacity) for n, e in sorted(acc.items())}

@@ -521,9 +521,11 @@ class KernelSource(Source):
         sample.totals = parsed.devices
 
     def _group(self, dfd: int, path: str, rel: str, sample: Sample) -> GroupUsage | None:
+        t0 = self.clock()
         stat = _read(FILES[0], dfd)
         if stat is None:
             return None
+        read_ns = (t0 + self.clock()) // 2
         texts, regions = self._texts(stat, dfd, self._names[1:])
         key = (*texts, *regions)
         parsed = self._parsed.get(key)
@@ -533,4 +535,4 @@ class KernelSource(Source):
             sample.error(f"{path}/{parsed.error}", rel)
         return GroupUsage(rel, priority=parsed.priority,
                           priority_effective=parsed.priority_effective,
-                          devices=parsed.devices)
+                          devices=parsed.devices, time_ns=read_ns)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..core.formats import UNSET, DevT, format_size_human, printable_name
-from . import DeviceUsage, GroupUsage, Rates, Sample, Source, rates
+from . import DeviceUsage, GroupUsage, Rates, Sample, Source, group_interval_ns, rates
 from .containers import Container, Resolver, identify
 
 if TYPE_CHECKING:
@@ -278,6 +278,12 @@ def stat_document(monitor: Monitor, cgroup_root: str | None, interval_s: float,
         c = monitor.container(group.path)
         item: dict[str, Any] = {"path": printable_name(group.path), "leaf": group.leaf,
                                 "container": c.to_json() if c else None}
+        if group.time_ns is not None:  # the window its percentages cover
+            item["time"] = round(sample.wall_time + (group.time_ns - sample.time_ns) / 1e9, 3)
+            prev = monitor.prev
+            before = prev.groups.get(group.path) if prev is not None else None
+            item["interval_s"] = None if prev is None or before is None else round(
+                group_interval_ns(before, group, sample.time_ns - prev.time_ns) / 1e9, 3)
         if group.priority is UNSET:
             item["priority_inherited"] = True
         elif group.priority is not None:

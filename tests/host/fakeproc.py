@@ -81,12 +81,15 @@ class FakeProc:
 
 
 class Clock:
-    """A monotonic clock the tests advance by hand."""
+    """A monotonic clock the tests advance by hand, and by @step_s at every
+    reading if they set it (a read that takes time)."""
 
-    def __init__(self) -> None:
+    def __init__(self, step_s: float = 0.0) -> None:
         self.ns = 1_000_000_000
+        self.step_ns = int(step_s * 1e9)
 
     def __call__(self) -> int:
+        self.ns += self.step_ns
         return self.ns
 
     def advance(self, seconds: float) -> None:

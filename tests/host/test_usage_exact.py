@@ -117,6 +117,23 @@ def test_stat_document_kernel_with_rates():
         "wait_percent": 0.0, "memory": {"current": 0, "max": None}, "weight": 100}
 
 
+def test_stat_document_a_group_read_late_gets_its_own_window():
+    """/ai/train read 0.2 s into the first walk and 0.7 s before the end of
+    the second: its 1 s of GPU time is 40 % of its own 2.5 s, and the item
+    says when it was read and what interval its percentages cover."""
+    a, b = kernel_sample(10, 4_000_000, 1_000_000, 2), kernel_sample(13, 5_000_000, 3_000_000, 3)
+    a.groups["/ai/train"].time_ns = int(10.2 * SECOND)
+    b.groups["/ai/train"].time_ns = int(12.7 * SECOND)
+    doc = stat_document(monitor_of(a, b), "/sys/fs/cgroup", 3.0, NAMES)
+    assert doc["interval_s"] == 3.0
+    groups = {g["path"]: g for g in doc["groups"]}
+    train = groups["/ai/train"]
+    assert (train["time"], train["interval_s"]) == (1_700_000_012.823, 2.5)
+    assert (train["devices"]["226:128"]["gpu_percent"],
+            train["devices"]["226:128"]["wait_percent"]) == (40.0, 80.0)
+    assert "time" not in groups["/ai/idle"]  # a source that does not time its groups
+
+
 def test_stat_document_leaves_unused_devices_out_on_request():
     m = monitor_of(kernel_sample(10, 4_000_000, 1_000_000, 2))
     doc = stat_document(m, "/sys/fs/cgroup", 0.0, NAMES, unused=False)

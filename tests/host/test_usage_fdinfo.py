@@ -214,6 +214,32 @@ def test_xe_utilisation_from_cycles(proc, source):
     assert r.engines["bcs"] == 0.0
 
 
+def test_a_group_percent_covers_its_own_clients_reads(proc, source):
+    """The scan reads one process after another: each group's time is when
+    its clients' fdinfo was read, its percentages cover its own two reads,
+    and xe's cycles turn into time over the client's own interval."""
+    proc.process(100, "/a", {3: ("/dev/dri/renderD128", client(client_id=1,
+                                                                engines={"render": 0}))})
+    proc.process(200, "/b", {3: ("/dev/dri/renderD129", fixture("xe"))})
+    source.clock.step_ns = 1_000_000  # every reading of the clock: 1 ms
+    s1 = source.sample()
+    proc.set_info(100, 3, client(client_id=1, engines={"render": 10**9}))
+    text = fixture("xe").replace("drm-cycles-rcs:\t28257900", "drm-cycles-rcs:\t38257900")
+    proc.set_info(200, 3, text.replace("7655183225", "7675183225"))  # half busy
+    source.clock.advance(2)
+    source.clock.step_ns = 40_000_000  # the second scan is slower
+    s2 = source.sample()
+    a1, a2, b1, b2 = (s.groups[g] for g in ("/a", "/b") for s in (s1, s2))
+    assert None not in (a1.time_ns, a2.time_ns, b1.time_ns, b2.time_ns)
+    assert a2.time_ns != b2.time_ns  # read at different points of the scan
+    ra, rb = rates(s1, s2)[("/a", R128)], rates(s1, s2)[("/b", R129)]
+    assert ra.interval_s == (a2.time_ns - a1.time_ns) / 1e9
+    assert ra.engines["render"] == pytest.approx(100.0 / ra.interval_s)
+    assert ra.interval_s != (s2.time_ns - s1.time_ns) / 1e9
+    assert rb.interval_s == (b2.time_ns - b1.time_ns) / 1e9
+    assert rb.engines["rcs"] == pytest.approx(50.0)
+
+
 def test_counters_follow_a_process_that_moves(proc, source):
     proc.process(100, "/a", {3: ("/dev/dri/renderD128", client(engines={"render": 100}))})
     source.sample()

@@ -104,6 +104,32 @@ def test_rates_over_an_interval(tree):
     assert rates(None, s2) == {}
 
 
+def test_a_group_percent_covers_its_own_two_reads(tree):
+    """A walk of many groups takes a while, not the same while twice: a
+    group's percentages cover the time between its own two reads of
+    gpu.stat, not the time between the starts of the walks (here every
+    reading of the clock takes 1 ms in the first walk and 50 ms in the
+    second, so /ai/train is reached later in the second)."""
+    src = KernelSource(tree.root)
+    src.clock = clock = Clock(step_s=0.001)
+    s1 = src.sample()
+    fill(tree.root / "ai/train",
+         stat="226:128 usage_usec=3000000 wait_usec=500000\n226:129 usage_usec=0 wait_usec=0\n")
+    clock.advance(2.0)
+    clock.step_ns = 50_000_000
+    s2 = src.sample()
+    g1, g2 = s1.groups["/ai/train"], s2.groups["/ai/train"]
+    assert g1.time_ns is not None and g2.time_ns is not None
+    assert s1.time_ns < g1.time_ns < s1.time_ns + s1.duration_ns
+    assert s2.time_ns < g2.time_ns < s2.time_ns + s2.duration_ns
+    span = g2.time_ns - g1.time_ns
+    assert span > s2.time_ns - s1.time_ns  # read later into the second walk
+    r = rates(s1, s2)[("/ai/train", I915)]
+    assert r.interval_s == span / 1e9
+    assert r.gpu_percent == pytest.approx(100.0 * 1e9 / span)  # 1 s of GPU time
+    assert r.gpu_percent < 100.0 * 1e9 / (s2.time_ns - s1.time_ns)
+
+
 def test_counter_reset_counts_zero(tree):
     src = KernelSource(tree.root)
     src.clock = clock = Clock()
