@@ -174,7 +174,7 @@ STAT_SCHEMA: dict[str, Any] = {
         "schema": {"const": STAT_V1},
         "source": {"type": "string"},  # kernel or fdinfo (open list)
         "cgroup_root": _STR_OR_NULL,
-        "time": {"type": "number"},  # Unix time of the last read
+        "time": {"type": "number"},  # Unix time when the last read began
         "interval_s": {"type": ["number", "null"]},  # null: one read, no percentages
         "devices": _per_device({
             "type": "object", "required": ["node"], "properties": {
@@ -194,10 +194,8 @@ STAT_SCHEMA: dict[str, Any] = {
                 "properties": {
                     "path": {"type": "string", "pattern": "^/"},
                     "leaf": {"type": "boolean"},
-                    # when the group's counters were read (Unix time) and the
-                    # interval its percentages cover: its own two reads (added in v1)
+                    # when the group's counters were read (Unix time, added in v1)
                     "time": {"type": "number"},
-                    "interval_s": {"type": ["number", "null"]},
                     "container": {
                         "type": ["object", "null"],
                         "required": ["runtime", "id", "name", "pod", "pod_uid", "namespace",
@@ -228,6 +226,9 @@ STAT_SCHEMA: dict[str, Any] = {
                             "wait_usec": _NONNEG,
                             "gpu_percent": _PCT,
                             "wait_percent": _PCT,
+                            # the interval the percentages cover, between the
+                            # group's (its clients') own reads (added in v1)
+                            "interval_s": {"type": ["number", "null"]},
                             # gpu.max on the device and gpu.stat's throttling
                             # counters, where the kernel has them (added in v1)
                             "cap": {"type": "object", "required": ["max_us", "period_us"],

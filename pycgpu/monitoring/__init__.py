@@ -54,6 +54,9 @@ class DeviceUsage:
     gpu_time_ns: int | None = None  # cumulative GPU time (kernel: gpu.stat usage_usec)
     wait_ns: int | None = None  # kernel: gpu.stat wait_usec
     engines: dict[str, Engine] = field(default_factory=dict)  # fdinfo
+    # fdinfo: the time its increments since the previous sample cover, the
+    # mean of its clients' own intervals between reads (None: the group's)
+    span_ns: int | None = None
     # keys present when known: current, max (None = no limit), peak, limit_hits
     memory: dict[str, int | None] = field(default_factory=dict)
     # fdinfo: region -> {total, shared, resident, purgeable, active} bytes
@@ -195,7 +198,7 @@ def open_source(kind: str, mount: Path | None, proc: Path = Path("/proc"),
 
 @dataclass
 class Rates:
-    """Percentages over the interval between two samples."""
+    """Percentages over the interval between two reads of a group's counters."""
 
     interval_s: float
     gpu_percent: float | None = None
@@ -225,7 +228,8 @@ def rates(prev: Sample | None, cur: Sample) -> dict[tuple[str, DevT], Rates]:
     only if @prev had the group; a group absent from @prev gets no rates.
     Counters that went backwards (a group removed and made again) count 0.
     A group read at its own time in both samples gets the interval between
-    those two reads."""
+    those two reads, a device whose clients were each timed
+    (:attr:`DeviceUsage.span_ns`) the mean of their intervals."""
     out: dict[tuple[str, DevT], Rates] = {}
     if prev is None:
         return out
@@ -239,16 +243,17 @@ def rates(prev: Sample | None, cur: Sample) -> dict[tuple[str, DevT], Rates]:
         span = group_interval_ns(before, group, interval)
         for dev, du in group.devices.items():
             old = before.devices.get(dev, DeviceUsage())
-            r = Rates(span / 1e9)
+            dt = du.span_ns if du.span_ns is not None and du.span_ns > 0 else span
+            r = Rates(dt / 1e9)
             if du.gpu_time_ns is not None:
-                r.gpu_percent = _pct(du.gpu_time_ns - (old.gpu_time_ns or 0), span)
+                r.gpu_percent = _pct(du.gpu_time_ns - (old.gpu_time_ns or 0), dt)
             if du.wait_ns is not None:
-                r.wait_percent = _pct(du.wait_ns - (old.wait_ns or 0), span)
+                r.wait_percent = _pct(du.wait_ns - (old.wait_ns or 0), dt)
             if du.throttled_ns is not None:
-                r.throttled_percent = _pct(du.throttled_ns - (old.throttled_ns or 0), span)
+                r.throttled_percent = _pct(du.throttled_ns - (old.throttled_ns or 0), dt)
             for name, eng in du.engines.items():
                 was = old.engines.get(name)
-                r.engines[name] = _pct(eng.busy_ns - (was.busy_ns if was else 0), span,
+                r.engines[name] = _pct(eng.busy_ns - (was.busy_ns if was else 0), dt,
                                        eng.capacity)
             out[(path, dev)] = r
     return out

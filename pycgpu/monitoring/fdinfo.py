@@ -174,9 +174,9 @@ class _Found:
 class _Last:
     """What the previous scan read of a client: the largest values seen."""
 
+    time_ns: int  # when they were read (_Found.time_ns)
     ns: dict[str, int] = field(default_factory=dict)
     cycles: dict[str, tuple[int, int]] = field(default_factory=dict)
-    time_ns: int = 0  # when they were read (_Found.time_ns)
 
 
 class FdinfoSource(Source):
@@ -292,7 +292,8 @@ class FdinfoSource(Source):
                     cgroup = self._cgroup_of(pid)
                 found = clients.get(key)
                 if found is None:
-                    found = clients[key] = _Found(key, client, ipid, cgroup, devt, [], read_ns)
+                    found = clients[key] = _Found(key, client, ipid, cgroup, devt, [],
+                                                          time_ns=read_ns)
                     order.append(found)
                 found.holders.append((ipid, cgroup))
         for found in order:
@@ -323,15 +324,19 @@ class FdinfoSource(Source):
         last_all: dict[ClientKey, _Last] = {}
         groups = sample.groups
         read_times: dict[str, list[int]] = {}
+        spans: dict[tuple[str, DevT], list[int]] = {}
         mono = time.monotonic()
         for f in found:
             key = f.key
             c = f.client
             last = self._last.get(key)
             new = last_all[key] = _Last(time_ns=f.time_ns)
-            # cycles are turned into time over the client's own interval
+            # the client's own interval between reads: its cycles turn into
+            # time over it, and its device's rates cover the mean of them
             wall_dt = f.time_ns - last.time_ns if last is not None else None
             read_times.setdefault(f.cgroup, []).append(f.time_ns)
+            if wall_dt is not None:
+                spans.setdefault((f.cgroup, f.devt), []).append(wall_dt)
             acc = self._acc.setdefault((f.cgroup, f.devt), {})
             self._acc_seen[(f.cgroup, f.devt)] = mono
             for name, ns in c.engines.items():
@@ -391,6 +396,9 @@ class FdinfoSource(Source):
             times = read_times[group.path]
             group.time_ns = sum(times) // len(times)
             for devt, du in group.devices.items():
+                dts = spans.get((group.path, devt))
+                if dts:  # clients read in both scans (not those new or gone)
+                    du.span_ns = sum(dts) // len(dts)
                 acc = self._acc.get((group.path, devt), {})
                 du.engines = {n: Engine(e.busy_ns, e.capacity) for n, e in sorted(acc.items())}
                 du.gpu_time_ns = sum(e.busy_ns for e in acc.values())

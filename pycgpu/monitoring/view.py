@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..core.formats import UNSET, DevT, format_size_human, printable_name
-from . import DeviceUsage, GroupUsage, Rates, Sample, Source, group_interval_ns, rates
+from . import DeviceUsage, GroupUsage, Rates, Sample, Source, rates
 from .containers import Container, Resolver, identify
 
 if TYPE_CHECKING:
@@ -218,7 +218,8 @@ def _device_json(du: DeviceUsage, r: Rates | None, with_rates: bool) -> dict[str
         d["nr_throttled"] = du.throttled
     if du.throttled_ns is not None:
         d["throttled_usec"] = du.throttled_ns // 1000
-    if with_rates:
+    if with_rates:  # and the interval its percentages cover
+        d["interval_s"] = None if r is None else round(r.interval_s, 3)
         if du.gpu_time_ns is not None:
             d["gpu_percent"] = None if r is None or r.gpu_percent is None else round(
                 r.gpu_percent, 2)
@@ -278,12 +279,8 @@ def stat_document(monitor: Monitor, cgroup_root: str | None, interval_s: float,
         c = monitor.container(group.path)
         item: dict[str, Any] = {"path": printable_name(group.path), "leaf": group.leaf,
                                 "container": c.to_json() if c else None}
-        if group.time_ns is not None:  # the window its percentages cover
+        if group.time_ns is not None:  # when its counters were read
             item["time"] = round(sample.wall_time + (group.time_ns - sample.time_ns) / 1e9, 3)
-            prev = monitor.prev
-            before = prev.groups.get(group.path) if prev is not None else None
-            item["interval_s"] = None if prev is None or before is None else round(
-                group_interval_ns(before, group, sample.time_ns - prev.time_ns) / 1e9, 3)
         if group.priority is UNSET:
             item["priority_inherited"] = True
         elif group.priority is not None:

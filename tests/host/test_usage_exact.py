@@ -108,30 +108,42 @@ def test_stat_document_kernel_with_rates():
     assert "pids" not in train  # the kernel source has none
     assert train["devices"]["226:128"] == {
         "usage_usec": 5_000_000, "gpu_time_usec": 5_000_000,  # ns // 1000: 999 ns dropped
-        "wait_usec": 3_000_000,
+        "wait_usec": 3_000_000, "interval_s": 3.0,
         "gpu_percent": 33.33, "wait_percent": 66.67,
         "memory": {"current": 1536 << 20, "max": 2 << 30, "peak": 2 << 30, "limit_hits": 3},
         "weight": 300}
     assert train["devices"]["226:129"] == {
-        "usage_usec": 0, "gpu_time_usec": 0, "wait_usec": 0, "gpu_percent": 0.0,
+        "usage_usec": 0, "gpu_time_usec": 0, "wait_usec": 0, "interval_s": 3.0, "gpu_percent": 0.0,
         "wait_percent": 0.0, "memory": {"current": 0, "max": None}, "weight": 100}
 
 
 def test_stat_document_a_group_read_late_gets_its_own_window():
-    """/ai/train read 0.2 s into the first walk and 0.7 s before the end of
-    the second: its 1 s of GPU time is 40 % of its own 2.5 s, and the item
-    says when it was read and what interval its percentages cover."""
+    """/ai/train read 0.2 s into the first walk and 0.7 s into the second:
+    its 1 s of GPU time is 28.57 % of its own 3.5 s, and the item says when
+    it was read and its devices what interval their percentages cover."""
     a, b = kernel_sample(10, 4_000_000, 1_000_000, 2), kernel_sample(13, 5_000_000, 3_000_000, 3)
-    a.groups["/ai/train"].time_ns = int(10.2 * SECOND)
-    b.groups["/ai/train"].time_ns = int(12.7 * SECOND)
+    a.groups["/ai/train"].time_ns = 10_200_000_000
+    b.groups["/ai/train"].time_ns = 13_700_000_000
     doc = stat_document(monitor_of(a, b), "/sys/fs/cgroup", 3.0, NAMES)
     assert doc["interval_s"] == 3.0
     groups = {g["path"]: g for g in doc["groups"]}
     train = groups["/ai/train"]
-    assert (train["time"], train["interval_s"]) == (1_700_000_012.823, 2.5)
-    assert (train["devices"]["226:128"]["gpu_percent"],
-            train["devices"]["226:128"]["wait_percent"]) == (40.0, 80.0)
-    assert "time" not in groups["/ai/idle"]  # a source that does not time its groups
+    assert train["time"] == 1_700_000_013.823
+    dev = train["devices"]["226:128"]
+    assert (dev["interval_s"], dev["gpu_percent"], dev["wait_percent"]) == (3.5, 28.57, 57.14)
+    idle = groups["/ai/idle"]  # a source that does not time its groups: the samples' times
+    assert "time" not in idle and idle["devices"]["226:128"]["interval_s"] == 3.0
+
+
+def test_stat_document_fdinfo_device_span_wins():
+    """A device whose clients were each timed covers the mean of their own
+    intervals (here 1.6 s, where the samples are 2 s apart)."""
+    a, b = fdinfo_sample(5, 1 * SECOND, 2 * SECOND), fdinfo_sample(7, 2 * SECOND, 3 * SECOND)
+    (group,) = b.groups.values()
+    group.devices[R128].span_ns = 1_600_000_000
+    dev = stat_document(monitor_of(a, b), None, 2.0, NAMES)["groups"][0]["devices"]["226:128"]
+    assert (dev["interval_s"], dev["gpu_percent"], dev["engines"]["render"]["percent"]) == (
+        1.6, 125.0, 62.5)
 
 
 def test_stat_document_leaves_unused_devices_out_on_request():
@@ -162,7 +174,8 @@ def test_stat_document_fdinfo_with_rates():
     assert group["pids"] == [41, 7]
     assert group["container"]["runtime"] == "docker"
     assert group["devices"]["226:128"] == {
-        "usage_usec": 5_000_000, "gpu_time_usec": 5_000_000, "gpu_percent": 100.0,
+        "usage_usec": 5_000_000, "gpu_time_usec": 5_000_000, "interval_s": 2.0,
+        "gpu_percent": 100.0,
         "engines": {"render": {"busy_ns": 2 * SECOND, "capacity": 1, "percent": 50.0},
                     "video": {"busy_ns": 3 * SECOND, "capacity": 2, "percent": 25.0}},
         "memory": {"current": 3 << 20},

@@ -240,6 +240,31 @@ def test_a_group_percent_covers_its_own_clients_reads(proc, source):
     assert rb.engines["rcs"] == pytest.approx(50.0)
 
 
+def test_a_device_percent_covers_the_clients_read_twice(proc, source):
+    """Two processes of one group, read at different points of the scan;
+    one exits between the samples: the survivor's 1 s of GPU time counts
+    over its own interval, not over the group's mean read time, which the
+    gone client moved."""
+    for pid, cid in ((100, 1), (900, 2)):
+        proc.process(pid, "/a", {3: ("/dev/dri/renderD128",
+                                     client(client_id=cid, engines={"render": 0}))})
+    source.clock.step_ns = 30_000_000
+    s1 = source.sample()
+    key = (R128, 1)
+    t1 = source._last[key].time_ns
+    proc.exit(900)
+    proc.set_info(100, 3, client(client_id=1, engines={"render": 10**9}))
+    source.clock.advance(2)
+    s2 = source.sample()
+    span = source._last[key].time_ns - t1
+    a1, a2 = s1.groups["/a"], s2.groups["/a"]
+    assert a1.time_ns is not None and a2.time_ns is not None
+    assert a2.time_ns - a1.time_ns != span
+    r = rates(s1, s2)[("/a", R128)]
+    assert r.interval_s == span / 1e9
+    assert r.gpu_percent == pytest.approx(100.0 * 1e9 / span)
+
+
 def test_counters_follow_a_process_that_moves(proc, source):
     proc.process(100, "/a", {3: ("/dev/dri/renderD128", client(engines={"render": 100}))})
     source.sample()
