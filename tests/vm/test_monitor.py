@@ -234,6 +234,7 @@ def measured_percent(load: Load, path: str, devt: str, *args: str) -> tuple[dict
     assert doc["interval_s"] >= 2.0, doc["interval_s"]
     group = group_of(doc, path)
     end, span = group["time"], group["devices"][devt]["interval_s"]
+    assert span is not None, doc
     return doc, trace.percent(end - span, end)
 
 
@@ -255,6 +256,7 @@ def test_stat_fdinfo_percent_of_a_load(nogpu, node):
     finally:
         load.stop()
     dev = group_of(doc, nogpu.name)["devices"][str(devt(node))]
+    assert dev["clients"] == 1  # the group's time is then its one client's
     assert sim > 50, f"the load kept the engine busy {sim:.1f}% only"
     assert_close(dev["engines"]["render"]["percent"], sim, "stat render percent (fdinfo)")
     assert_close(dev["gpu_percent"], sim, "stat gpu_percent (fdinfo)")
