@@ -390,6 +390,16 @@ class FdinfoSource(Source):
                 for kind, v in kinds.items():
                     r[kind] = r.get(kind, 0) + v
         self._last = last_all
+        for k in [k for k, t in self._acc_seen.items() if mono - t > self.forget_s]:
+            del self._acc_seen[k]
+            self._acc.pop(k, None)
+        # a device the group used lately and has no client on now is kept,
+        # with 0 clients: its counters go on, and a client that comes back
+        # counts from them, not from nothing (its whole history in one interval)
+        for path, devt in self._acc:
+            group = groups.get(path)
+            if group is not None and devt not in group.devices:
+                group.devices[devt] = DeviceUsage(clients=0, memory={"current": 0})
         for group in groups.values():
             group.pids.sort()
             # its clients' reads, one after another in the scan: their mean
@@ -403,6 +413,3 @@ class FdinfoSource(Source):
                 du.engines = {n: Engine(e.busy_ns, e.capacity) for n, e in sorted(acc.items())}
                 du.gpu_time_ns = sum(e.busy_ns for e in acc.values())
             group.devices = dict(sorted(group.devices.items()))
-        for k in [k for k, t in self._acc_seen.items() if mono - t > self.forget_s]:
-            del self._acc_seen[k]
-            self._acc.pop(k, None)

@@ -265,6 +265,28 @@ def test_a_device_percent_covers_the_clients_read_twice(proc, source):
     assert r.gpu_percent == pytest.approx(100.0 * 1e9 / span)
 
 
+def test_a_device_that_comes_back_counts_from_where_it_was(proc, source):
+    """A group keeps a device it used lately with 0 clients: a client that
+    comes back on it counts from the group's counter, not the whole of it
+    in one interval (10 s of GPU time as 500 % before)."""
+    proc.process(100, "/a", {3: ("/dev/dri/renderD128", client(client_id=1,
+                                                                engines={"render": 0}))})
+    proc.process(101, "/a", {3: ("/dev/dri/renderD129", client(client_id=2,
+                                                                engines={"render": 10**10}))})
+    source.sample()
+    proc.exit(101)
+    source.clock.advance(2)
+    s2 = source.sample()
+    kept = s2.groups["/a"].devices[R129]
+    assert (kept.clients, kept.gpu_time_ns) == (0, 10**10)
+    proc.process(102, "/a", {3: ("/dev/dri/renderD129", client(client_id=3,
+                                                                engines={"render": 10**9}))})
+    source.clock.advance(2)
+    s3 = source.sample()
+    assert s3.groups["/a"].devices[R129].gpu_time_ns == 11 * 10**9
+    assert rates(s2, s3)[("/a", R129)].gpu_percent == pytest.approx(50.0)
+
+
 def test_counters_follow_a_process_that_moves(proc, source):
     proc.process(100, "/a", {3: ("/dev/dri/renderD128", client(engines={"render": 100}))})
     source.sample()
