@@ -212,7 +212,7 @@ def _pct(delta: int, interval_ns: int, capacity: int = 1) -> float:
     return 100.0 * max(delta, 0) / (interval_ns * max(capacity, 1))
 
 
-def group_interval_ns(before: GroupUsage, after: GroupUsage, interval_ns: int) -> int:
+def _group_interval_ns(before: GroupUsage, after: GroupUsage, interval_ns: int) -> int:
     """The time between two reads of one group: between its own read times
     where both samples have them, else the samples' @interval_ns."""
     if before.time_ns is not None and after.time_ns is not None:
@@ -240,7 +240,7 @@ def rates(prev: Sample | None, cur: Sample) -> dict[tuple[str, DevT], Rates]:
         before = prev.groups.get(path)
         if before is None:
             continue
-        span = group_interval_ns(before, group, interval)
+        span = _group_interval_ns(before, group, interval)
         for dev, du in group.devices.items():
             old = before.devices.get(dev, DeviceUsage())
             dt = du.span_ns if du.span_ns is not None and du.span_ns > 0 else span

@@ -292,8 +292,8 @@ class FdinfoSource(Source):
                     cgroup = self._cgroup_of(pid)
                 found = clients.get(key)
                 if found is None:
-                    found = clients[key] = _Found(key, client, ipid, cgroup, devt, [],
-                                                          time_ns=read_ns)
+                    found = _Found(key, client, ipid, cgroup, devt, [], time_ns=read_ns)
+                    clients[key] = found
                     order.append(found)
                 found.holders.append((ipid, cgroup))
         for found in order:
