@@ -160,6 +160,21 @@ def render_nodes(dev_dir: Path = Path("/dev/dri")) -> list[Path]:
             if (v := driver_version(node)) is not None and v.name == DRIVER]
 
 
+def platform_device(node: str | Path) -> str:
+    """The platform device of the simgpu device behind render node @node:
+    "simgpu.N", the name its driver's bind and unbind files take."""
+    return Path("/sys/class/drm", Path(node).name, "device").resolve().name
+
+
+def unbind(node: str | Path) -> None:
+    """Unbinds the simgpu device behind render node @node from its driver,
+    its files open or not, as a GPU unbound or pulled out: its open files
+    stay, every new ioctl on them fails with ENODEV and their queued jobs
+    are cancelled (simgpu.c, the top of the file)."""
+    device = platform_device(node)
+    Path("/sys/bus/platform/drivers", DRIVER, "unbind").write_text(device)
+
+
 _BUSY = ("in use", "busy", "temporarily unavailable")
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from kernlog import kernel_log, splats
 
 from pycgpu.core import formats
 from pycgpu.core.cgroup import Cgroup
@@ -85,23 +86,6 @@ def mock_group_param(group: str) -> str:
     raise LookupError(f"i915 has no mock selftest group {group}")
 
 
-def kernel_log_since(fd: int) -> list[str]:
-    """The kernel log records written since FD (an O_NONBLOCK /dev/kmsg
-    opened and moved to its end) was last read, as dmesg prints them."""
-    lines: list[str] = []
-    while True:
-        try:
-            record = os.read(fd, 8192).decode(errors="replace")
-        except BlockingIOError:
-            return lines
-        except BrokenPipeError:  # records overwritten before they were read
-            continue
-        head, _, text = record.partition(";")
-        usec = int(head.split(",")[2])
-        lines.append(f"[{usec // 1_000_000:5d}.{usec % 1_000_000:06d}] "
-                     + text.split("\n", 1)[0])
-
-
 def run_mock(*params: str, cgroup: Cgroup | None = None) -> MockRun:
     """One `modprobe i915 mock_selftests=-1 PARAMS...` (in CGROUP if given),
     with its outcome and the kernel log it wrote; the dummy module is
@@ -110,22 +94,18 @@ def run_mock(*params: str, cgroup: Cgroup | None = None) -> MockRun:
     cmd = ["modprobe", "i915", "mock_selftests=-1", *params]
     if cgroup is not None:
         cmd = ["sh", "-c", f'echo $$ > {cgroup.path}/cgroup.procs && exec "$@"', "sh", *cmd]
-    fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        os.lseek(fd, 0, os.SEEK_END)
+    with kernel_log() as log:
         subprocess.run(cmd, check=True, timeout=900)
         try:
             result = int(Path("/sys/module/i915/parameters/mock_selftests").read_text())
         finally:
             subprocess.run(["rmmod", "i915"], check=True)
-        return MockRun(result, kernel_log_since(fd))
-    finally:
-        os.close(fd)
+    return MockRun(result, log)
 
 
 def failures(run: MockRun) -> list[str]:
     return [line for line in run.log
-            if re.search(r"i915/\S+: \S+ failed with error|WARNING:|BUG:|Call Trace", line)]
+            if re.search(r"i915/\S+: \S+ failed with error", line)] + splats(run.log)
 
 
 @pytest.fixture

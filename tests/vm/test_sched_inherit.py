@@ -7,7 +7,8 @@ with it the signaller's cgroup runs at the waiter's priority until its job
 has gone to the hardware, on the same engine, on another device, and
 along a chain. A waiter in a subtree capped below a saturating band lends
 no more than its cap, and a signaller killed while the waiter waits
-leaves nothing pinned behind.
+leaves nothing pinned behind, nor does a loan across two devices when
+either device is unbound under it.
 
 The tests count jobs in a window rather than time them: without
 inheritance the count is 0; make bench-sched measures the rate against
@@ -23,7 +24,8 @@ from pathlib import Path
 
 import pytest
 from clients import busy_fractions, devt, usage_us
-from simgpu import ClientProcess, Load, SimGpu, linked_signaler, waited_jobs
+from kernlog import kernel_log, splats
+from simgpu import ClientProcess, Load, SimGpu, linked_signaler, unbind, waited_jobs
 
 from pycgpu.core.cgroup import Cgroup
 
@@ -249,6 +251,87 @@ def test_a_killed_signaler_leaves_no_loan_behind(bands, simgpu_nodes):
     assert left <= 0, "the killed signaller's cgroup stays pinned"
     assert busy >= 0.8 * alone, \
         f"the band at 0 ran {busy:.0%} of the engine after the kill, {alone:.0%} before"
+
+
+GATE_NS = 3_000_000_000
+CONTROL_GATE_NS = 300_000_000
+
+
+@pytest.mark.parametrize("gone", ["holder", "waiter"])
+def test_a_device_unbound_under_a_cross_device_loan(bands, reload_simgpu, gone):
+    """A job J of the cgroup at -100 waits on a 3 s gate job; the client
+    at 100 waits on J from the other device (the loan is in place while J
+    waits), and a band at 0 saturates J's device. Then the device of J
+    (the holder's) or of the waiter is unbound with every file open, as a
+    GPU unbound from its driver or pulled out: the links into and out of
+    its schedulers go with them, no freed scheduler, engine or entity is
+    touched (the debug tier runs this under KASAN), the device that stays
+    goes on, and neither cgroup stays pinned. A first round with the same
+    clients and nothing unbound shows the loan works here: J runs past the
+    band once the gate ends, which it never does without the loan."""
+    nodes = reload_simgpu("devices=2")
+    gone_node, stay_node = nodes[1], nodes[0]
+    wait_node, hold_node = (stay_node, gone_node) if gone == "holder" else (gone_node, stay_node)
+    low, middle, high = bands["low"], bands["middle"], bands["high"]
+    parent = Path(low.path).parent
+    dying_before = dying(parent)
+    with kernel_log() as log:
+        with ExitStack() as stack:
+            stack.enter_context(joined(high))
+            gpu = stack.enter_context(SimGpu(wait_node))
+            # the gate's jobs run at 100 on the device that stays
+            gate = stack.enter_context(SimGpu(stay_node))
+            gate_link = gate.syncobj_create()
+            gate_fd = gate.syncobj_export(gate_link)
+            try:
+                link, signaler = linked_signaler(gpu, hold_node, low.path, LINK_JOB_NS,
+                                                 wait_fd=gate_fd)
+            finally:
+                os.close(gate_fd)
+            stack.enter_context(running(signaler))
+            # the load stops first: nothing is left queued behind it at the end
+            stack.enter_context(running(Load(hold_node, middle.path, LOAD_JOB_NS)))
+            time.sleep(0.3)
+
+            # the control: the loan lifts J past the band once the gate ends
+            gate.submit(CONTROL_GATE_NS, signal=gate_link)
+            signaler.submit()
+            try:
+                gpu.wait(gpu.submit(LINK_JOB_NS, wait_for=link), timeout_ns=10 * 10**9)
+            except OSError as e:
+                pytest.fail(f"no loan in the control round: the waiter's job did not end ({e})")
+
+            gate_seqno = gate.submit(GATE_NS, signal=gate_link)
+            signaler.submit()
+            seqno = gpu.submit(LINK_JOB_NS, wait_for=link)
+            time.sleep(0.3)
+            start = time.monotonic()
+            unbind(gone_node)
+            unbind_s = time.monotonic() - start
+            # J cannot leave its queue before the gate ends: the loan was
+            # in place for the whole teardown
+            assert not gate.done(gate_seqno), "the gate ended before the unbind did"
+            gate.wait(gate_seqno)
+            if gone == "holder":
+                # J was cancelled once the gate ended: the waiter's job goes
+                gpu.wait(seqno, timeout_ns=10 * 10**9)
+                gpu.wait(gpu.submit(LINK_JOB_NS), timeout_ns=10 * 10**9)
+                lingered = False
+            else:
+                # no waiter is left: J stays behind the band, in its own
+                time.sleep(0.5)
+                lingered = signaler.submit(jobs=0) is not None
+                gate.wait(gate.submit(LINK_JOB_NS), timeout_ns=10 * 10**9)
+        low.remove()
+        high.remove()
+        deadline = time.monotonic() + 10
+        while dying(parent) > dying_before and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = dying(parent) - dying_before
+    assert not splats(log), "the unbind under a loan:\n" + "\n".join(log)
+    assert unbind_s < 10, f"unbinding the {gone}'s device took {unbind_s:.1f} s"
+    assert not lingered, "J ran past the band after its waiter's device went (the loan stayed)"
+    assert left <= 0, f"{left} cgroups stay pinned after the {gone}'s device went"
 
 
 def dying(parent: Path) -> int:

@@ -25,12 +25,28 @@
  * 6.12; gpu_sched.sched_policy on 7.3, where the cgroup order extends the
  * fair policy), so that benchmarks can compare both side by side.
  *
- * Closing a file goes through drm_sched_entity_destroy(): a process that
+ * Closing a file waits as drm_sched_entity_flush() would: a process that
  * closes it waits (killably) until its queued jobs were handed to the
- * hardware, and one that exits waits up to a second, then its remaining
- * jobs are cancelled; a killed process's queued jobs are cancelled at once.
- * Jobs in flight are not waited for: they hold a reference on the file's
- * state.
+ * hardware, one that exits (killed or not) up to a second; then its
+ * entities are stopped and the jobs still queued cancelled, each once what
+ * it waits for is done. Jobs in flight are not waited for: they hold a
+ * reference on the file's state, which holds one on the device and one on
+ * the module (rmmod says it is in use until the last job is freed).
+ *
+ * Each device is a platform device bound to the simgpu platform driver, so
+ * that it can be unbound with its files open, as a GPU unbound from its
+ * driver or pulled out of the bus: "simgpu.N" written to the driver's
+ * unbind file in sysfs. The device is unplugged (drm_dev_unplug(): no new
+ * file, and every open or submission that started before has ended), the
+ * closes that wait stop waiting, every open file's entities are stopped
+ * (their queued jobs cancelled), the jobs on the hardware run to their end
+ * (at most credits x 10 s) and are freed, and the schedulers go. The files
+ * stay open until their processes close them, every new ioctl failing with
+ * ENODEV (a wait that started before ends as its jobs do); the device's
+ * memory goes with the last of them and of their jobs. Written to the
+ * bind file, "simgpu.N" brings up a new device (with vram, under the same
+ * region name as the old one's, which stays while the old one's files are
+ * open).
  *
  * fdinfo shows drm-engine-<name> (ns busy) and the memory keys.
  *
@@ -39,7 +55,9 @@
  *
  * Locking: an engine's lock protects its hardware queue and timeline and
  * is taken with interrupts off (the hrtimer runs in hardirq context); a
- * file's lock protects its list of pending jobs, likewise.
+ * file's lock protects its list of pending jobs, likewise. A device's
+ * files_lock (a mutex) protects its list of the files whose entities live,
+ * and is held while they are stopped.
  */
 
 #include <linux/capability.h>
@@ -48,6 +66,7 @@
 #include <linux/kref.h>
 #include <linux/module.h>
 #include <linux/platform_device.h>
+#include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/version.h>
@@ -57,6 +76,7 @@
 #include <drm/drm_file.h>
 #include <drm/drm_gem_shmem_helper.h>
 #include <drm/drm_ioctl.h>
+#include <drm/drm_managed.h>
 #include <drm/drm_print.h>
 #include <drm/drm_syncobj.h>
 #include <drm/gpu_scheduler.h>
@@ -125,25 +145,31 @@ struct simgpu_engine {
 	u64			busy_until;	/* end of the last job handed over */
 	u64			seqno;
 	struct hrtimer		timer;
-	wait_queue_head_t	idle_wq;
+	atomic_t		nr_taken;	/* by run_job, not yet freed */
+	wait_queue_head_t	idle_wq;	/* woken when nr_taken drops to 0 */
 };
 
 struct simgpu_device {
 	struct drm_device	drm;
-	struct platform_device	*pdev;
 	struct simgpu_engine	engine[SIMGPU_MAX_ENGINES];
 	struct simgpu_vram	*vram;		/* NULL: none */
+	struct mutex		files_lock;	/* files, their entities' end */
+	struct list_head	files;		/* whose entities live */
+	bool			gone;		/* unplugged */
 };
 
 struct simgpu_file {
 	struct kref		ref;		/* the file's, one per job */
+	struct drm_device	*drm;		/* a reference, for the jobs */
+	struct list_head	node;		/* on files, or empty */
 	struct drm_sched_entity	entity[SIMGPU_MAX_ENGINES][SIMGPU_NR_PRIOS];
 	struct mutex		submit_lock;	/* seqno, job order */
 	u64			seqno;		/* of the last submitted job */
 	spinlock_t		lock;		/* pending, done_*_ns */
 	struct list_head	pending;	/* jobs by seqno, until finished */
 	unsigned int		nr_pending;
-	wait_queue_head_t	wq;
+	atomic_t		nr_queued;	/* pushed, not taken by run_job */
+	wait_queue_head_t	wq;		/* jobs finished or taken, unplug */
 	u64			done_queued_ns;	/* of the job that finished last */
 	u64			done_start_ns;
 	u64			done_end_ns;
@@ -163,10 +189,11 @@ struct simgpu_job {
 	u64			queued_ns;
 	u64			start_ns;
 	u64			end_ns;
+	bool			taken;		/* by run_job */
 	bool			ran;		/* hw_fence initialized */
 };
 
-static struct simgpu_device *simgpu_devices[SIMGPU_MAX_DEVICES];
+static struct platform_device *simgpu_pdevs[SIMGPU_MAX_DEVICES];
 
 static struct simgpu_device *to_simgpu(struct drm_device *drm)
 {
@@ -196,9 +223,13 @@ static const struct dma_fence_ops simgpu_fence_ops = {
 static void simgpu_file_free(struct kref *ref)
 {
 	struct simgpu_file *sfile = container_of(ref, struct simgpu_file, ref);
+	struct drm_device *drm = sfile->drm;
 
 	mutex_destroy(&sfile->submit_lock);
 	kfree(sfile);
+	/* the schedulers' memory: a job cancelled at unplug may be the last */
+	drm_dev_put(drm);
+	module_put(THIS_MODULE);
 }
 
 /* Signals the jobs whose simulated end has passed; rearms for the next. */
@@ -229,8 +260,6 @@ static enum hrtimer_restart simgpu_engine_timer(struct hrtimer *timer)
 						  ns_to_ktime(job->end_ns));
 		dma_fence_put(fence);
 	}
-	if (list_empty(&engine->hw))
-		wake_up_all(&engine->idle_wq);
 	spin_unlock_irqrestore(&engine->lock, flags);
 	return ret;
 }
@@ -240,10 +269,16 @@ static struct dma_fence *simgpu_run_job(struct drm_sched_job *sched_job)
 {
 	struct simgpu_job *job = to_simgpu_job(sched_job);
 	struct simgpu_engine *engine = job->engine;
+	struct simgpu_file *sfile = job->file;
 	unsigned long flags;
 	bool first;
 	u64 now;
 
+	/* freed by the scheduler's work, which simgpu_engines_fini() waits for */
+	job->taken = true;
+	atomic_inc(&engine->nr_taken);
+	if (atomic_dec_and_test(&sfile->nr_queued))
+		wake_up_all(&sfile->wq);
 	if (sched_job->s_fence->finished.error)
 		return NULL;	/* cancelled */
 
@@ -282,12 +317,19 @@ static enum drm_gpu_sched_stat simgpu_timedout_job(struct drm_sched_job *job)
 static void simgpu_free_job(struct drm_sched_job *sched_job)
 {
 	struct simgpu_job *job = to_simgpu_job(sched_job);
+	struct simgpu_engine *engine = job->engine;
 	struct simgpu_file *sfile = job->file;
+	bool taken = job->taken;
 
 	if (!job->ran)	/* else its references are the scheduler's */
 		kfree(job->hw_fence);
 	drm_sched_job_cleanup(sched_job);
 	kfree(job);
+	/* the file's reference keeps the engine and the file */
+	if (taken && atomic_dec_and_test(&engine->nr_taken))
+		wake_up_all(&engine->idle_wq);
+	else if (!taken && atomic_dec_and_test(&sfile->nr_queued))
+		wake_up_all(&sfile->wq);	/* cancelled in its queue */
 	kref_put(&sfile->ref, simgpu_file_free);
 }
 
@@ -324,17 +366,26 @@ static int simgpu_open(struct drm_device *drm, struct drm_file *file)
 	struct drm_gpu_scheduler *sched;
 	struct simgpu_file *sfile;
 	unsigned int i, p;
-	int ret;
+	int ret, idx;
 
 	sfile = kzalloc(sizeof(*sfile), GFP_KERNEL);
 	if (!sfile)
 		return -ENOMEM;
 	kref_init(&sfile->ref);
+	__module_get(THIS_MODULE);
+	sfile->drm = drm;
+	drm_dev_get(drm);
+	INIT_LIST_HEAD(&sfile->node);
 	mutex_init(&sfile->submit_lock);
 	spin_lock_init(&sfile->lock);
 	INIT_LIST_HEAD(&sfile->pending);
 	init_waitqueue_head(&sfile->wq);
 
+	/* the schedulers live until simgpu_remove() has waited for this */
+	if (!drm_dev_enter(drm, &idx)) {
+		kref_put(&sfile->ref, simgpu_file_free);
+		return -ENODEV;
+	}
 	for (i = 0; i < engines; i++) {
 		sched = &sdev->engine[i].sched;
 		for (p = 0; p < SIMGPU_NR_PRIOS; p++) {
@@ -345,6 +396,10 @@ static int simgpu_open(struct drm_device *drm, struct drm_file *file)
 				goto err;
 		}
 	}
+	mutex_lock(&sdev->files_lock);
+	list_add_tail(&sfile->node, &sdev->files);
+	mutex_unlock(&sdev->files_lock);
+	drm_dev_exit(idx);
 	file->driver_priv = sfile;
 	return 0;
 
@@ -354,18 +409,63 @@ err:
 	while (i--)
 		for (p = 0; p < SIMGPU_NR_PRIOS; p++)
 			drm_sched_entity_destroy(&sfile->entity[i][p]);
+	drm_dev_exit(idx);
 	kref_put(&sfile->ref, simgpu_file_free);
 	return ret;
 }
 
-static void simgpu_postclose(struct drm_device *drm, struct drm_file *file)
+/* Stops @sfile's entities: their queued jobs are cancelled. */
+static void simgpu_file_stop(struct simgpu_device *sdev,
+			     struct simgpu_file *sfile)
 {
-	struct simgpu_file *sfile = file->driver_priv;
 	unsigned int i, p;
 
+	lockdep_assert_held(&sdev->files_lock);
+	list_del_init(&sfile->node);
 	for (i = 0; i < engines; i++)
 		for (p = 0; p < SIMGPU_NR_PRIOS; p++)
-			drm_sched_entity_destroy(&sfile->entity[i][p]);
+			drm_sched_entity_fini(&sfile->entity[i][p]);
+}
+
+/* Stops the entities of every file of @sdev: its schedulers go next. */
+static void simgpu_files_stop(struct simgpu_device *sdev)
+{
+	struct simgpu_file *sfile, *tmp;
+
+	mutex_lock(&sdev->files_lock);
+	list_for_each_entry_safe(sfile, tmp, &sdev->files, node)
+		simgpu_file_stop(sdev, sfile);
+	mutex_unlock(&sdev->files_lock);
+}
+
+/* Whether @sfile's close need not wait: no job queued, or no device. */
+static bool simgpu_flushed(struct simgpu_device *sdev,
+			   struct simgpu_file *sfile)
+{
+	return !atomic_read(&sfile->nr_queued) || READ_ONCE(sdev->gone);
+}
+
+static void simgpu_postclose(struct drm_device *drm, struct drm_file *file)
+{
+	struct simgpu_device *sdev = to_simgpu(drm);
+	struct simgpu_file *sfile = file->driver_priv;
+
+	/*
+	 * Its queued jobs go to the hardware first, as
+	 * drm_sched_entity_flush() lets them, but outside drm_dev_enter(),
+	 * whose section every device's unplug waits for: an unplug ends the
+	 * wait instead.
+	 */
+	if (current->flags & PF_EXITING)
+		wait_event_timeout(sfile->wq, simgpu_flushed(sdev, sfile),
+				   MAX_WAIT_SCHED_ENTITY_Q_EMPTY);
+	else
+		wait_event_killable(sfile->wq, simgpu_flushed(sdev, sfile));
+	/* unless simgpu_remove() stopped them */
+	mutex_lock(&sdev->files_lock);
+	if (!list_empty(&sfile->node))
+		simgpu_file_stop(sdev, sfile);
+	mutex_unlock(&sdev->files_lock);
 	kref_put(&sfile->ref, simgpu_file_free);
 }
 
@@ -433,7 +533,7 @@ static int simgpu_submit_ioctl(struct drm_device *drm, void *data,
 	struct drm_syncobj *out = NULL;
 	struct simgpu_job *job;
 	unsigned long flags;
-	int ret;
+	int ret, idx;
 
 	if (args->engine >= engines || !args->duration_ns ||
 	    args->duration_ns > SIMGPU_MAX_DURATION)
@@ -442,10 +542,15 @@ static int simgpu_submit_ioctl(struct drm_device *drm, void *data,
 		return -ERANGE;
 	if (args->priority > 0 && !capable(CAP_SYS_NICE))
 		return -EPERM;
+	/* the entity and its scheduler live until simgpu_remove() waited */
+	if (!drm_dev_enter(drm, &idx))
+		return -ENODEV;
 	if (args->out_syncobj) {
 		out = drm_syncobj_find(file, args->out_syncobj);
-		if (!out)
-			return -ENOENT;
+		if (!out) {
+			ret = -ENOENT;
+			goto out_exit;
+		}
 	}
 
 	job = kzalloc(sizeof(*job), GFP_KERNEL);
@@ -493,6 +598,7 @@ static int simgpu_submit_ioctl(struct drm_device *drm, void *data,
 
 	drm_sched_job_arm(&job->base);
 	kref_get(&sfile->ref);	/* dropped by free_job */
+	atomic_inc(&sfile->nr_queued);	/* until run_job or free_job */
 	job->queued_ns = ktime_get_ns();
 	/* cannot fail: the fence is not signalled before it is pushed */
 	dma_fence_add_callback(&job->base.s_fence->finished, &job->finished_cb,
@@ -512,6 +618,8 @@ out_cleanup:
 out_put:
 	if (out)
 		drm_syncobj_put(out);
+out_exit:
+	drm_dev_exit(idx);
 	return ret;
 }
 
@@ -603,7 +711,11 @@ static const struct drm_driver simgpu_driver = {
 	.minor			= 1,	/* 2.1: VRAM, GEM_INFO */
 };
 
-/* Lets the jobs in flight finish, then stops the engines' schedulers. */
+/*
+ * Lets the jobs the schedulers took finish and be freed, then stops the
+ * schedulers (which free no job they still hold on 6.12, and only through
+ * a cancel_job callback on 7.3).
+ */
 static void simgpu_engines_fini(struct simgpu_device *sdev, unsigned int n)
 {
 	struct simgpu_engine *engine;
@@ -611,7 +723,7 @@ static void simgpu_engines_fini(struct simgpu_device *sdev, unsigned int n)
 
 	for (i = 0; i < n; i++) {
 		engine = &sdev->engine[i];
-		wait_event(engine->idle_wq, list_empty_careful(&engine->hw));
+		wait_event(engine->idle_wq, !atomic_read(&engine->nr_taken));
 		/* waits for the callback that emptied the list to return */
 		hrtimer_cancel(&engine->timer);
 		drm_sched_fini(&engine->sched);
@@ -658,88 +770,113 @@ static int simgpu_engines_init(struct simgpu_device *sdev, unsigned int id)
 	return 0;
 }
 
-static void simgpu_destroy(struct simgpu_device *sdev)
-{
-	struct platform_device *pdev = sdev->pdev;
-
-	drm_dev_unregister(&sdev->drm);
-	simgpu_engines_fini(sdev, engines);
-	devres_release_group(&pdev->dev, NULL);
-	platform_device_unregister(pdev);
-}
-
-static struct simgpu_device *simgpu_create(int id)
+/*
+ * Binds a simgpu device: its VRAM and schedulers, then its render node.
+ * Everything but the schedulers is managed (devres, drmm); the schedulers
+ * go in simgpu_remove(), or here on failure.
+ */
+static int simgpu_probe(struct platform_device *pdev)
 {
 	struct simgpu_device *sdev;
-	struct platform_device *pdev;
 	int ret;
 
-	pdev = platform_device_register_simple("simgpu", id, NULL, 0);
-	if (IS_ERR(pdev))
-		return ERR_CAST(pdev);
-
-	if (!devres_open_group(&pdev->dev, NULL, GFP_KERNEL)) {
-		ret = -ENOMEM;
-		goto err_unregister;
-	}
 	sdev = devm_drm_dev_alloc(&pdev->dev, &simgpu_driver,
 				  struct simgpu_device, drm);
-	if (IS_ERR(sdev)) {
-		ret = PTR_ERR(sdev);
-		goto err_devres;
-	}
-	sdev->pdev = pdev;
+	if (IS_ERR(sdev))
+		return PTR_ERR(sdev);
+	ret = drmm_mutex_init(&sdev->drm, &sdev->files_lock);
+	if (ret)
+		return ret;
+	INIT_LIST_HEAD(&sdev->files);
 
 	/* the region before the device goes public: the core registers none then */
 	ret = simgpu_vram_init(&sdev->drm, (u64)vram << 20, &sdev->vram);
 	if (ret)
-		goto err_devres;
+		return ret;
 	/* as v3d does: the schedulers before the device goes public */
-	ret = simgpu_engines_init(sdev, id);
+	ret = simgpu_engines_init(sdev, pdev->id);
 	if (ret)
-		goto err_devres;
+		return ret;
 	ret = drm_dev_register(&sdev->drm, 0);
 	if (ret) {
+		/* a file may have been opened meanwhile */
+		simgpu_files_stop(sdev);
 		simgpu_engines_fini(sdev, engines);
-		goto err_devres;
+		return ret;
 	}
-	return sdev;
+	platform_set_drvdata(pdev, sdev);
+	return 0;
+}
 
-err_devres:
-	devres_release_group(&pdev->dev, NULL);
-err_unregister:
-	platform_device_unregister(pdev);
-	return ERR_PTR(ret);
+/*
+ * Unbinds a simgpu device, with its files open or not (see the top of this
+ * file): once drm_dev_unplug() returns, no file opens and no job is
+ * submitted; closes stop waiting, every entity is stopped, and the
+ * schedulers go once the jobs they took are freed.
+ */
+static void simgpu_remove(struct platform_device *pdev)
+{
+	struct simgpu_device *sdev = platform_get_drvdata(pdev);
+	struct simgpu_file *sfile;
+
+	drm_dev_unplug(&sdev->drm);
+	mutex_lock(&sdev->files_lock);
+	WRITE_ONCE(sdev->gone, true);
+	list_for_each_entry(sfile, &sdev->files, node)
+		wake_up_all(&sfile->wq);
+	mutex_unlock(&sdev->files_lock);
+	simgpu_files_stop(sdev);
+	simgpu_engines_fini(sdev, engines);
+}
+
+static struct platform_driver simgpu_platform_driver = {
+	.probe	= simgpu_probe,
+	.remove	= simgpu_remove,
+	.driver	= {
+		.name		= "simgpu",
+		/* simgpu_init() sees whether each device was bound */
+		.probe_type	= PROBE_FORCE_SYNCHRONOUS,
+	},
+};
+
+static void simgpu_unregister(unsigned int n)
+{
+	while (n--)
+		platform_device_unregister(simgpu_pdevs[n]);
+	platform_driver_unregister(&simgpu_platform_driver);
 }
 
 static int __init simgpu_init(void)
 {
-	struct simgpu_device *sdev;
+	struct platform_device *pdev;
 	unsigned int i;
+	int ret;
 
 	if (!devices || devices > SIMGPU_MAX_DEVICES ||
 	    !engines || engines > SIMGPU_MAX_ENGINES ||
 	    !credits || credits > SIMGPU_MAX_CREDITS || vram > SIMGPU_MAX_VRAM)
 		return -EINVAL;
 
+	ret = platform_driver_register(&simgpu_platform_driver);
+	if (ret)
+		return ret;
 	for (i = 0; i < devices; i++) {
-		sdev = simgpu_create(i);
-		if (IS_ERR(sdev)) {
-			while (i--)
-				simgpu_destroy(simgpu_devices[i]);
-			return PTR_ERR(sdev);
+		/* probed as it is added: a device that failed has no data */
+		pdev = platform_device_register_simple("simgpu", i, NULL, 0);
+		if (IS_ERR(pdev) || !platform_get_drvdata(pdev)) {
+			if (!IS_ERR(pdev))
+				platform_device_unregister(pdev);
+			simgpu_unregister(i);
+			return IS_ERR(pdev) ? PTR_ERR(pdev) : -ENODEV;
 		}
-		simgpu_devices[i] = sdev;
+		simgpu_pdevs[i] = pdev;
 	}
 	return 0;
 }
 
 static void __exit simgpu_exit(void)
 {
-	unsigned int i;
-
-	for (i = 0; i < devices; i++)
-		simgpu_destroy(simgpu_devices[i]);
+	simgpu_unregister(devices);
 }
 
 module_init(simgpu_init);
