@@ -253,13 +253,13 @@ def test_a_killed_signaler_leaves_no_loan_behind(bands, simgpu_nodes):
         f"the band at 0 ran {busy:.0%} of the engine after the kill, {alone:.0%} before"
 
 
-GATE_NS = 3_000_000_000
+GATE_NS = 5_000_000_000
 CONTROL_GATE_NS = 300_000_000
 
 
 @pytest.mark.parametrize("gone", ["holder", "waiter"])
 def test_a_device_unbound_under_a_cross_device_loan(bands, reload_simgpu, gone):
-    """A job J of the cgroup at -100 waits on a 3 s gate job; the client
+    """A job J of the cgroup at -100 waits on a 5 s gate job; the client
     at 100 waits on J from the other device (the loan is in place while J
     waits), and a band at 0 saturates J's device. Then the device of J
     (the holder's) or of the waiter is unbound with every file open, as a
@@ -289,8 +289,10 @@ def test_a_device_unbound_under_a_cross_device_loan(bands, reload_simgpu, gone):
             finally:
                 os.close(gate_fd)
             stack.enter_context(running(signaler))
-            # the load stops first: nothing is left queued behind it at the end
-            stack.enter_context(running(Load(hold_node, middle.path, LOAD_JOB_NS)))
+            # the load stops first: nothing is left queued behind it at the
+            # end; 64 jobs deep, so that a stall of its process under the
+            # emulator leaves the band ready
+            stack.enter_context(running(Load(hold_node, middle.path, LOAD_JOB_NS, depth=64)))
             time.sleep(0.3)
 
             # the control: the loan lifts J past the band once the gate ends
@@ -301,8 +303,10 @@ def test_a_device_unbound_under_a_cross_device_loan(bands, reload_simgpu, gone):
             except OSError as e:
                 pytest.fail(f"no loan in the control round: the waiter's job did not end ({e})")
 
+            gated = time.monotonic()
             gate_seqno = gate.submit(GATE_NS, signal=gate_link)
             signaler.submit()
+            # linked as it is pushed to its empty queue (drm_sched's glue)
             seqno = gpu.submit(LINK_JOB_NS, wait_for=link)
             time.sleep(0.3)
             start = time.monotonic()
@@ -310,7 +314,9 @@ def test_a_device_unbound_under_a_cross_device_loan(bands, reload_simgpu, gone):
             unbind_s = time.monotonic() - start
             # J cannot leave its queue before the gate ends: the loan was
             # in place for the whole teardown
-            assert not gate.done(gate_seqno), "the gate ended before the unbind did"
+            assert not gate.done(gate_seqno), \
+                f"the gate ended before the unbind did ({start - gated:.1f} s from the " \
+                f"gate's submission to the unbind, which took {unbind_s:.1f} s)"
             gate.wait(gate_seqno)
             if gone == "holder":
                 # J was cancelled once the gate ended: the waiter's job goes

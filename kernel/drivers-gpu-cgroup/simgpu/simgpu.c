@@ -43,10 +43,15 @@
  * (at most credits x 10 s) and are freed, and the schedulers go. The files
  * stay open until their processes close them, every new ioctl failing with
  * ENODEV (a wait that started before ends as its jobs do); the device's
- * memory goes with the last of them and of their jobs. Written to the
- * bind file, "simgpu.N" brings up a new device (with vram, under the same
- * region name as the old one's, which stays while the old one's files are
- * open).
+ * memory goes with the last of them and of their jobs. A fence of its jobs
+ * held elsewhere (a syncobj of another device's file) outlives it: on
+ * 6.12, whose scheduler fences name their timeline from the scheduler,
+ * asking such a fence its timeline's name afterwards reads freed memory,
+ * as it does for every drm_sched driver there. Written to the bind file,
+ * "simgpu.N" brings up a new device; while the old one's files are open,
+ * its memory regions (drm/simgpu.N/system, or vram) stay registered under
+ * the same names, and a limit written for such a name reaches the old
+ * device's region, the first registered, until that goes.
  *
  * fdinfo shows drm-engine-<name> (ns busy) and the memory keys.
  *
@@ -799,7 +804,8 @@ static int simgpu_probe(struct platform_device *pdev)
 		return ret;
 	ret = drm_dev_register(&sdev->drm, 0);
 	if (ret) {
-		/* a file may have been opened meanwhile */
+		/* a file may have been opened meanwhile: it waits no more */
+		WRITE_ONCE(sdev->gone, true);
 		simgpu_files_stop(sdev);
 		simgpu_engines_fini(sdev, engines);
 		return ret;
