@@ -432,14 +432,20 @@ static void simgpu_file_stop(struct simgpu_device *sdev,
 			drm_sched_entity_fini(&sfile->entity[i][p]);
 }
 
-/* Stops the entities of every file of @sdev: its schedulers go next. */
+/*
+ * Marks @sdev gone, so that the closes that wait stop waiting, and stops
+ * the entities of every file of it: its schedulers go next.
+ */
 static void simgpu_files_stop(struct simgpu_device *sdev)
 {
 	struct simgpu_file *sfile, *tmp;
 
 	mutex_lock(&sdev->files_lock);
-	list_for_each_entry_safe(sfile, tmp, &sdev->files, node)
+	WRITE_ONCE(sdev->gone, true);
+	list_for_each_entry_safe(sfile, tmp, &sdev->files, node) {
+		wake_up_all(&sfile->wq);
 		simgpu_file_stop(sdev, sfile);
+	}
 	mutex_unlock(&sdev->files_lock);
 }
 
@@ -804,8 +810,7 @@ static int simgpu_probe(struct platform_device *pdev)
 		return ret;
 	ret = drm_dev_register(&sdev->drm, 0);
 	if (ret) {
-		/* a file may have been opened meanwhile: it waits no more */
-		WRITE_ONCE(sdev->gone, true);
+		/* a file may have been opened meanwhile */
 		simgpu_files_stop(sdev);
 		simgpu_engines_fini(sdev, engines);
 		return ret;
@@ -823,14 +828,8 @@ static int simgpu_probe(struct platform_device *pdev)
 static void simgpu_remove(struct platform_device *pdev)
 {
 	struct simgpu_device *sdev = platform_get_drvdata(pdev);
-	struct simgpu_file *sfile;
 
 	drm_dev_unplug(&sdev->drm);
-	mutex_lock(&sdev->files_lock);
-	WRITE_ONCE(sdev->gone, true);
-	list_for_each_entry(sfile, &sdev->files, node)
-		wake_up_all(&sfile->wq);
-	mutex_unlock(&sdev->files_lock);
 	simgpu_files_stop(sdev);
 	simgpu_engines_fini(sdev, engines);
 }
