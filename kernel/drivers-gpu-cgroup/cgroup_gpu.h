@@ -54,7 +54,8 @@ struct gpucg_pool;
  *
  * Initialized by gpucg_queue_init() or gpucg_queue_init_lent(); the driver
  * reads none of it. The links of waits into it and out of it
- * (gpucg_boost_link()) are under the core's boost lock.
+ * (gpucg_boost_link()) are under the core's boost lock, and its mark for
+ * a look at the links into it under its engine's lock.
  */
 struct gpucg_queue {
 	struct rb_node		node;
@@ -66,8 +67,10 @@ struct gpucg_queue {
 	u64			ready_ns;
 	struct rb_root_cached	boosts_in;
 	struct rb_root_cached	boosts_local;
+	struct rb_root_cached	boosts_seq;
 	struct list_head	boosts_out;
 	struct list_head	lent_node;
+	struct list_head	dirty_node;
 	int			ctx_prio;
 	int			boost;
 	int			boost_hops;
@@ -105,6 +108,7 @@ struct gpucg_ticket {
 struct gpucg_boost {
 	struct list_head	in_node;
 	struct rb_node		to_node;
+	struct rb_node		seq_node;
 	struct list_head	out_node;
 	struct list_head	qout_node;
 	struct gpucg_engine	*engine;
@@ -112,6 +116,7 @@ struct gpucg_boost {
 	struct gpucg_queue	*waiter;
 	struct gpucg_queue	*to;
 	bool			(*done)(struct gpucg_boost *b);
+	u32			seq;
 	int			prio;
 	int			hops;
 	bool			local;
@@ -215,7 +220,7 @@ bool gpucg_queue_before(const struct gpucg_queue *a,
 bool gpucg_queue_throttled(struct gpucg_queue *q, u64 *retry_ns, bool *capped);
 u32 gpucg_queue_share(struct gpucg_queue *q);
 bool gpucg_boost_link(struct gpucg_boost *b, struct gpucg_queue *waiter,
-		      struct gpucg_queue *holder,
+		      struct gpucg_queue *holder, u32 seq,
 		      bool (*done)(struct gpucg_boost *b));
 void gpucg_boost_unlink(struct gpucg_boost *b);
 
@@ -408,7 +413,7 @@ static inline u32 gpucg_queue_share(struct gpucg_queue *q)
 
 static inline bool gpucg_boost_link(struct gpucg_boost *b,
 				    struct gpucg_queue *waiter,
-				    struct gpucg_queue *holder,
+				    struct gpucg_queue *holder, u32 seq,
 				    bool (*done)(struct gpucg_boost *b))
 {
 	return false;

@@ -133,8 +133,8 @@
  * waiter lends its effective priority (gpucg_boost_link()) to the queue
  * that holds the job, on the signaller's engine, which may be another
  * engine or device, until the job leaves the queue (the driver's done
- * callback says so, and the engine's first pick after a job started there
- * or a queue of it was synced drops the link), or the waiter stops
+ * callback says so, and the engine's first pick after a job of that queue
+ * started or the queue was synced drops the link), or the waiter stops
  * waiting. The queue alone rises, and only while it is ready: a cgroup's
  * queues are ordered first by what their loans lift them to (a loan above
  * the cgroup's band), and the entity counts in the band of its first ready
@@ -172,7 +172,10 @@
  * queue are kept in order of what they lend (a tree, and one of those
  * from waiters on its own engine), so that making, dropping or changing
  * one costs O(log n) in the links into its queue, however many waiters a
- * client makes.
+ * client makes, and in the order its jobs leave it (a third tree, by the
+ * place of the job each waits for), so that a look after a job of the
+ * queue started drops the links whose job has gone and stops at the
+ * first whose job has not.
  *
  * A loan comes only once the waiter's job is queued, after the signaller's:
  * in between, the signaller's job sits in its own band, and work of a band
@@ -240,14 +243,21 @@
  *   links); dropping links whose work has left its queue at most
  *   GPUCG_EXPIRE_BATCH links a section, each passing its change on to at
  *   most GPUCG_BOOST_BUDGET more, and so does an engine's destruction.
+ *   A job start or a sync of a queue costs a pick, under the boost lock,
+ *   one look at a link beyond the links it drops, however many links
+ *   wait on the queue's later work (the links into a queue are kept in
+ *   the order its work leaves, and a look stops at the first still
+ *   waiting: gpucg_test_start_cost); only a queue that links point into
+ *   costs the lock at all.
  *   Caps (gpu.max, below): a charge re-sorts the entities on its path whose
  *   throttle changes (O(depth^2 * log n)); a pick, or a driver's
  *   question whether a queue is throttled, releases at most
  *   GPUCG_CAP_BATCH throttled entities, and an engine's destruction
  *   releases them in batches of as many, the lock dropped in between,
  *   however many capped cgroups a delegatee made.
- *   An engine no link points into takes no lock but its own on its pick
- *   path.
+ *   A pick takes no lock but its engine's unless, since its last look,
+ *   a queue of the engine that links point into started a job, was
+ *   synced or went inactive, or a link into one was made.
  * - Kernel work moves no cgroup's vtime and arms no anticipation: queues
  *   without a client sit in an entity of their own (see above), never
  *   expected back and lending nothing, and a kernel job that no queue holds
@@ -295,14 +305,19 @@
  * gpucg_boost_lock protects every link of priority inheritance, the lists
  * of links out of each entity and queue and into each engine, the trees of
  * links into each queue, and nests outside engine locks, which it takes
- * one at a time, along chains of links too: a pick on an engine that
- * links point into, and everything that links, takes the locks of the
- * engines reachable along them. A link pins the cgroup of its waiter;
- * its holder's end goes with the holder (gpucg_queue_fini() drops the
- * links into a queue and out of it), and an engine's destruction drops
- * the links to and from it and refuses new ones either way. A queue's
- * boost and boost_local are written under both locks, an entity's boost
- * (what its first ready queue is lent) under its engine's.
+ * one at a time, along chains of links too: a pick on an engine whose
+ * queues with links were marked (below), and everything that links,
+ * takes the locks of the engines reachable along them. The list of links
+ * into an engine and a queue's tree of them by place are written under
+ * both locks; the engine's list of queues marked for a look (a job of
+ * theirs started, or they were synced: gpucg_boost_mark()) under its
+ * lock, and a queue is on it only while links point into it. A link pins
+ * the cgroup of its waiter; its holder's end goes with the holder
+ * (gpucg_queue_fini() drops the links into a queue and out of it), and an
+ * engine's destruction drops the links to and from it and refuses new
+ * ones either way. A queue's boost and boost_local are written under both
+ * locks, an entity's boost (what its first ready queue is lent) under its
+ * engine's.
  */
 
 #include <linux/cgroup.h>
@@ -448,10 +463,10 @@ struct gpucg_engine {
 	u64			busy_until;	/* expected end of the jobs in flight */
 	u32			tickets;	/* jobs in flight */
 	u64			est_ns;		/* average job of all entities */
-	struct list_head	boosts;		/* links into it, boost lock */
+	struct list_head	boosts;		/* links into it, both locks */
 	unsigned int		nr_boosts;
-	unsigned long		boost_starts;	/* jobs started, queues synced */
-	unsigned long		boost_seen;	/* boost_starts at the last expiry */
+	struct list_head	boost_dirty;	/* queues marked, its lock */
+	unsigned int		nr_dirty;
 	bool			dying;		/* takes no more links, boost lock */
 	bool			schedules;	/* its scheduler follows the policy */
 	bool			caps;		/* its driver holds work back (gpu.max) */
@@ -1225,11 +1240,13 @@ static DEFINE_SPINLOCK(gpucg_boost_lock);
 
 /*
  * The KUnit suite counts the links looked at in each section under
- * gpucg_boost_lock and keeps the largest count (gpu_sched_test.c).
+ * gpucg_boost_lock and keeps the largest count, the links looked at in
+ * all, and the times the lock was taken (gpu_sched_test.c).
  */
 #if IS_ENABLED(CONFIG_CGROUP_GPU_KUNIT_TEST)
 static unsigned int gpucg_boost_steps, gpucg_boost_steps_max;
-#define gpucg_boost_step()	(gpucg_boost_steps++)
+static unsigned long gpucg_boost_steps_all, gpucg_boost_locks;
+#define gpucg_boost_step()	(gpucg_boost_steps++, gpucg_boost_steps_all++)
 #else
 #define gpucg_boost_step()	do { } while (0)
 #endif
@@ -1240,6 +1257,7 @@ static void gpucg_boost_lock_irqsave(unsigned long *flags)
 	spin_lock_irqsave(&gpucg_boost_lock, *flags);
 #if IS_ENABLED(CONFIG_CGROUP_GPU_KUNIT_TEST)
 	gpucg_boost_steps = 0;
+	gpucg_boost_locks++;
 #endif
 }
 
@@ -1278,6 +1296,67 @@ static struct gpucg_boost *gpucg_boost_first(struct rb_root_cached *root)
 	struct rb_node *n = rb_first_cached(root);
 
 	return n ? rb_entry(n, struct gpucg_boost, to_node) : NULL;
+}
+
+/*
+ * Orders the links into a queue by the place of the work they wait for in
+ * it, earliest first: 32-bit places that wrap, compared as dma_fence
+ * compares the seqnos of a 32-bit context (the links into a queue wait on
+ * work it still holds, far fewer than 2^31 jobs apart).
+ */
+static bool gpucg_boost_seq_less(struct rb_node *a, const struct rb_node *b)
+{
+	u32 sa = rb_entry(a, struct gpucg_boost, seq_node)->seq;
+	u32 sb = rb_entry(b, struct gpucg_boost, seq_node)->seq;
+
+	return (s32)(sa - sb) < 0;
+}
+
+/* The link into @q that waits for its earliest work, or NULL. */
+static struct gpucg_boost *gpucg_boost_earliest(struct gpucg_queue *q)
+{
+	struct rb_node *n = rb_first_cached(&q->boosts_seq);
+
+	lockdep_assert_held(&gpucg_boost_lock);
+	return n ? rb_entry(n, struct gpucg_boost, seq_node) : NULL;
+}
+
+/*
+ * Work may have left @q (a job of it started, it was synced, or a link
+ * came): the next pick of its engine looks at the links into it
+ * (gpucg_boost_expire()), if it has any, first in line if @first.
+ * Engine lock held. O(1).
+ */
+static void __gpucg_boost_mark(struct gpucg_queue *q, bool first)
+{
+	struct gpucg_engine *engine = q->engine;
+
+	lockdep_assert_held(&engine->lock);
+	if (RB_EMPTY_ROOT(&q->boosts_seq.rb_root) ||
+	    !list_empty(&q->dirty_node))
+		return;
+	if (first)
+		list_add(&q->dirty_node, &engine->boost_dirty);
+	else
+		list_add_tail(&q->dirty_node, &engine->boost_dirty);
+	WRITE_ONCE(engine->nr_dirty, engine->nr_dirty + 1);
+}
+
+static void gpucg_boost_mark(struct gpucg_queue *q)
+{
+	__gpucg_boost_mark(q, false);
+}
+
+/* Takes @q off its engine's list of queues to look at. Engine lock held. */
+static void gpucg_boost_unmark(struct gpucg_queue *q)
+{
+	struct gpucg_engine *engine = q->engine;
+
+	lockdep_assert_held(&engine->lock);
+	if (list_empty(&q->dirty_node))
+		return;
+	list_del_init(&q->dirty_node);
+	WRITE_ONCE(engine->nr_dirty, engine->nr_dirty - 1);
 }
 
 /*
@@ -1420,6 +1499,9 @@ static void gpucg_boost_detach(struct gpucg_boost *b)
 	spin_lock(&engine->lock);
 	list_del(&b->in_node);
 	WRITE_ONCE(engine->nr_boosts, engine->nr_boosts - 1);
+	rb_erase_cached(&b->seq_node, &to->boosts_seq);
+	if (RB_EMPTY_ROOT(&to->boosts_seq.rb_root))
+		gpucg_boost_unmark(to);
 	spin_unlock(&engine->lock);
 	rb_erase_cached(&b->to_node, gpucg_boost_tree(b));
 	list_del(&b->out_node);
@@ -1434,38 +1516,59 @@ static void gpucg_boost_detach(struct gpucg_boost *b)
 
 /*
  * Drops the links into @engine whose work has left its queue, before a
- * pick, once a job has started on it or a queue of it was synced since
- * the last look (a job leaves its queue when it starts, or cancelled, with
- * its entity, whose driver syncs the queue): a loan never outlasts the job
- * it was for by a pick that starts another, but for a job cancelled after
- * that pick's look, which it outlasts by one job. The links are looked at
- * GPUCG_EXPIRE_BATCH at a time, with interrupts on in between; those still
- * waiting go back at the end of the engine's list.
+ * pick: those into the queues marked since the last look (a job of the
+ * queue started, or it was synced: a job leaves its queue when it starts,
+ * or cancelled, with its entity, whose driver syncs the queue). A queue's
+ * work leaves it in the order of the places its links give
+ * (gpucg_boost_link()), so the look pops the queue's links from the
+ * earliest while their work has left and stops at the first whose work
+ * has not: each link is looked at once when it goes, and each mark costs
+ * one look more, so a job start costs O(1) however many links wait on the
+ * queue's later work, and an engine none of whose queues was marked takes
+ * no lock but its own. A loan never outlasts the job it was for by more
+ * than the engine's first pick after the job left: a job leaves when it
+ * starts, and the pick after the start looks (the driver's done callback
+ * says so by then, as drm_sched's does: the run-job work signals the job's
+ * scheduled fence before it picks again), or cancelled, and the driver
+ * syncs the queue once the jobs it cancelled have left (drm_sched: once
+ * the last job killed with an entity is done). At most GPUCG_EXPIRE_BATCH
+ * links are looked at with interrupts off; a look takes as many marked
+ * queues as there were when it began.
  */
 static void gpucg_boost_expire(struct gpucg_engine *engine)
 {
-	unsigned long starts = READ_ONCE(engine->boost_starts), flags;
-	unsigned int left = READ_ONCE(engine->nr_boosts), n;
+	unsigned int left = READ_ONCE(engine->nr_dirty), n;
 	struct gpucg_boost *b;
+	struct gpucg_queue *q;
+	unsigned long flags;
 
-	if (!left || starts == READ_ONCE(engine->boost_seen))
-		return;
-	WRITE_ONCE(engine->boost_seen, starts);
-	/* each link there now, once; new ones come in behind */
 	while (left) {
 		gpucg_boost_lock_irqsave(&flags);
-		for (n = 0; n < GPUCG_EXPIRE_BATCH && left &&
-		     !list_empty(&engine->boosts); n++, left--) {
-			b = list_first_entry(&engine->boosts, struct gpucg_boost,
-					     in_node);
+		spin_lock(&engine->lock);
+		q = list_first_entry_or_null(&engine->boost_dirty,
+					     struct gpucg_queue, dirty_node);
+		if (q)
+			gpucg_boost_unmark(q);
+		spin_unlock(&engine->lock);
+		for (n = 0; q && n < GPUCG_EXPIRE_BATCH; n++) {
+			b = gpucg_boost_earliest(q);
+			if (!b)
+				break;
 			gpucg_boost_step();
-			if (b->done(b))
-				gpucg_boost_detach(b);
-			else
-				list_move_tail(&b->in_node, &engine->boosts);
+			if (!b->done(b))
+				break;
+			gpucg_boost_detach(b);
 		}
-		if (list_empty(&engine->boosts))
+		if (!q) {
 			left = 0;
+		} else if (n == GPUCG_EXPIRE_BATCH) {
+			/* more to look at: first in line again, after a pause */
+			spin_lock(&engine->lock);
+			__gpucg_boost_mark(q, true);
+			spin_unlock(&engine->lock);
+		} else {
+			left--;
+		}
 		gpucg_boost_unlock_irqrestore(flags);
 	}
 }
@@ -1580,10 +1683,17 @@ static void gpucg_boost_refresh(struct gpucg_entity *e)
  * @holder: the queue that holds the job it waits for; the caller keeps it
  *	    from gpucg_queue_fini() during the call (which drops the links
  *	    into it), and its engine is alive (its job is queued on it)
+ * @seq: the job's place in @holder, whose jobs leave it in the order of
+ *	 their places (a 32-bit count that may wrap, with the jobs queued at
+ *	 once less than 2^31 apart; drm_sched: the seqno of the job's
+ *	 scheduled fence), the same for every wait on one job; a link whose
+ *	 job left before an earlier one is dropped after that one's
  * @done: says, under the core's locks and without sleeping, whether the
  *	  job has left its queue (gone to the hardware, or been cancelled):
- *	  nothing is linked if it has, and the engine's first pick after a
- *	  job started on it or a queue of it was synced drops the link
+ *	  nothing is linked if it has, and the first pick of @holder's
+ *	  engine after a job of @holder started or @holder was synced drops
+ *	  the link (the job's and every earlier one's, in the order of @seq);
+ *	  a driver that cancels jobs syncs @holder once they have left
  *
  * Until gpucg_boost_unlink() or @done, @holder runs, while it is ready, at
  * least at @waiter's effective priority, or at what is lent to @waiter in
@@ -1601,7 +1711,7 @@ static void gpucg_boost_refresh(struct gpucg_entity *e)
  * that engine pick again.
  */
 bool gpucg_boost_link(struct gpucg_boost *b, struct gpucg_queue *waiter,
-		      struct gpucg_queue *holder,
+		      struct gpucg_queue *holder, u32 seq,
 		      bool (*done)(struct gpucg_boost *b))
 {
 	struct gpucg_engine *engine = holder->engine;
@@ -1643,6 +1753,7 @@ bool gpucg_boost_link(struct gpucg_boost *b, struct gpucg_queue *waiter,
 	b->engine = engine;
 	b->local = waiter->engine == engine;
 	b->done = done;
+	b->seq = seq;
 	b->prio = GPUCG_KEY_NONE;
 	b->hops = 0;
 	list_add_tail(&b->out_node, &from->boosts_out);
@@ -1653,6 +1764,9 @@ bool gpucg_boost_link(struct gpucg_boost *b, struct gpucg_queue *waiter,
 	spin_lock(&engine->lock);
 	list_add_tail(&b->in_node, &engine->boosts);
 	WRITE_ONCE(engine->nr_boosts, engine->nr_boosts + 1);
+	rb_add_cached(&b->seq_node, &holder->boosts_seq, gpucg_boost_seq_less);
+	/* the job may have left since done() said no: the next pick looks */
+	gpucg_boost_mark(holder);
 	spin_unlock(&engine->lock);
 	held = gpucg_boost_update(holder, &budget);
 	gpucg_boost_unlock_irqrestore(flags);
@@ -1688,8 +1802,10 @@ static void gpucg_queue_clear(struct gpucg_queue *q)
 	RB_CLEAR_NODE(&q->node);
 	q->boosts_in = RB_ROOT_CACHED;
 	q->boosts_local = RB_ROOT_CACHED;
+	q->boosts_seq = RB_ROOT_CACHED;
 	INIT_LIST_HEAD(&q->boosts_out);
 	INIT_LIST_HEAD(&q->lent_node);
+	INIT_LIST_HEAD(&q->dirty_node);
 	q->boost = GPUCG_KEY_NONE;
 	q->boost_local = GPUCG_KEY_NONE;
 	q->lift = GPUCG_KEY_NONE;
@@ -1813,6 +1929,7 @@ struct gpucg_engine *__gpucg_engine_create(struct gpucg_device *dev,
 	INIT_LIST_HEAD(&engine->ents);
 	INIT_LIST_HEAD(&engine->expected);
 	INIT_LIST_HEAD(&engine->boosts);
+	INIT_LIST_HEAD(&engine->boost_dirty);
 	engine->throttled = RB_ROOT_CACHED;
 	gpucg_entity_init(&engine->top, engine, NULL, NULL);
 	gpucg_entity_init(&engine->root, engine, &engine->top, NULL);
@@ -1896,6 +2013,8 @@ void gpucg_engine_destroy(struct gpucg_engine *engine)
 		gpucg_device_release(engine->dev);
 	mutex_unlock(&gpucg_mutex);
 	gpucg_group_free(&engine->root);
+	/* its links are gone, and with them every mark */
+	WARN_ON_ONCE(!list_empty(&engine->boost_dirty));
 	kfree(engine);
 }
 EXPORT_SYMBOL_GPL(gpucg_engine_destroy);
@@ -2494,7 +2613,7 @@ static void gpucg_queue_deactivate(struct gpucg_queue *q, u64 now)
 	RB_CLEAR_NODE(&q->node);
 	q->active = false;
 	/* its work may have left with its entity: gpucg_boost_expire() */
-	WRITE_ONCE(q->engine->boost_starts, q->engine->boost_starts + 1);
+	gpucg_boost_mark(q);
 	gpucg_entity_reboost(ent, now);
 	/*
 	 * None of its own queues ready, and no job started: it keeps the
@@ -2533,7 +2652,7 @@ void gpucg_queue_sync(struct gpucg_queue *q,
 		return;
 	spin_lock_irqsave(&engine->lock, flags);
 	/* work may have left the queue: gpucg_boost_expire() looks again */
-	WRITE_ONCE(engine->boost_starts, engine->boost_starts + 1);
+	gpucg_boost_mark(q);
 	r = ready(q);
 	if (q->lent_only) {
 		q->ready = r;
@@ -2928,7 +3047,8 @@ static u64 gpucg_hold(struct gpucg_engine *engine, struct gpucg_queue *q,
  *
  * The queue stays active; call gpucg_queue_start() when its job goes to the
  * hardware and gpucg_queue_sync() when it may have become empty. Links of
- * priority inheritance into the engine whose work has left its queue are
+ * priority inheritance into the queues of the engine marked since the last
+ * pick (a job started, the queue was synced) whose work has left are
  * dropped first.
  *
  * Context: any context; not under an engine's lock. On an engine that
@@ -3000,8 +3120,6 @@ void gpucg_kernel_start(struct gpucg_engine *engine, struct gpucg_ticket *t)
 		return;
 	spin_lock_irqsave(&engine->lock, flags);
 	now = gpucg_now();
-	/* a job left a queue: gpucg_boost_expire() looks again */
-	WRITE_ONCE(engine->boost_starts, engine->boost_starts + 1);
 	/* the top has no parent: nothing to account to, or expect */
 	t->ent = &engine->top;
 	t->cg = &gpucg_root;
@@ -3044,7 +3162,7 @@ void gpucg_queue_start(struct gpucg_queue *q, struct gpucg_ticket *t)
 	}
 	ent = q->ent;
 	/* a job left its queue: gpucg_boost_expire() looks again */
-	WRITE_ONCE(q->engine->boost_starts, q->engine->boost_starts + 1);
+	gpucg_boost_mark(q);
 	/* it awaits no loan any more; the band it is expected back in */
 	gpucg_await_end(ent);
 	ent->await_ns = 0;

@@ -701,7 +701,7 @@ static struct gst_wait *gst_waits(struct kunit *test, unsigned int n, int low,
 	KUNIT_ASSERT_NOT_NULL(test, waits);
 	gst_sync(*signaller, true);
 	for (i = 0; i < n; i++)
-		gpucg_boost_link(&waits[i].b, &waiter->q, &(*signaller)->q,
+		gpucg_boost_link(&waits[i].b, &waiter->q, &(*signaller)->q, 1,
 				 gst_wait_done);
 	return waits;
 }
@@ -812,6 +812,116 @@ static void gpucg_test_destroy_many_links(struct kunit *test)
 }
 
 /*
+ * Promise 3: a job start costs a pick O(1) under the boost lock, however
+ * many links wait on its queue's later work. A signaller's 100th job from
+ * now is awaited by 10,000 waiters, and each of its 99 jobs before it by
+ * one: a pick after each of those 99 starts drops the link on the job
+ * that left and looks at the next (the pick after a start used to look at
+ * all 10,099 links, a batch at a time); the jobs of another queue of the
+ * engine cost no look and no lock, nor do the picks of the waiters'
+ * engine; the 100th job's start drops its 10,000 links a batch at a
+ * time. The jobs' places wrap past 2^32 on the way.
+ */
+struct gst_seq_wait {
+	struct gpucg_boost	b;
+	const u32		*started;	/* the holder's jobs started */
+	u32			seq;		/* the place of the job waited for */
+};
+
+static bool gst_seq_done(struct gpucg_boost *b)
+{
+	struct gst_seq_wait *sw = container_of(b, struct gst_seq_wait, b);
+
+	return (s32)(READ_ONCE(*sw->started) - sw->seq) >= 0;
+}
+
+/* Picks @engine, which should take @tq, and runs one job of it, 1 ms. */
+static void gst_pick_job(struct gst *w, struct gpucg_engine *engine,
+			 struct gst_queue *tq, u32 *started)
+{
+	struct gpucg_queue *q;
+	u64 retry;
+
+	q = gpucg_queue_pick(engine, gst_take, NULL, &retry);
+	KUNIT_ASSERT_PTR_EQ(w->test, q, &tq->q);
+	if (started)
+		(*started)++;
+	gst_job(w, tq, NSEC_PER_MSEC);
+	gst_sync(tq, true);
+}
+
+static void gpucg_test_start_cost(struct kunit *test)
+{
+	const unsigned int deep = 100, many = 10000, n = deep - 1 + many;
+	struct gst *w = test->priv;
+	struct gpucg *lcg = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, -100);
+	struct gpucg *mcg = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 0);
+	struct gpucg *hcg = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 100);
+	struct gpucg_engine *target = gst_engine(w), *other = gst_engine(w);
+	struct gst_queue *signaller = gst_queue(w, target, lcg);
+	struct gst_queue *bystander = gst_queue(w, target, mcg);
+	struct gst_queue *waiter = gst_queue(w, other, hcg);
+	struct gpucg_entity *ent = gpucg_entity_find(lcg, target);
+	struct gst_seq_wait *waits;
+	unsigned long steps, locks;
+	u32 started = U32_MAX - 50;
+	unsigned int i, late = 0;
+
+	waits = kunit_kcalloc(test, n, sizeof(*waits), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, waits);
+	gst_sync(signaller, true);
+	for (i = 0; i < n; i++) {
+		waits[i].started = &started;
+		waits[i].seq = started + min(i + 1, deep);
+		gpucg_boost_link(&waits[i].b, &waiter->q, &signaller->q,
+				 waits[i].seq, gst_seq_done);
+	}
+	KUNIT_ASSERT_EQ(test, target->nr_boosts, n);
+	KUNIT_EXPECT_EQ(test, ent->boost, 100);
+
+	/* the 99 jobs ahead of the one the many wait for */
+	steps = gpucg_boost_steps_all;
+	for (i = 1; i < deep; i++) {
+		gst_pick_job(w, target, signaller, &started);
+		/* this pick dropped the link on the job started before it */
+		late += target->nr_boosts != n - (i - 1);
+	}
+	steps = gpucg_boost_steps_all - steps;
+	KUNIT_EXPECT_EQ(test, late, 0U);
+	/* the next pick drops the 99th job's link */
+	gst_sync(signaller, false);
+	gpucg_queue_pick(target, gst_take, NULL, &(u64){ 0 });
+	KUNIT_EXPECT_EQ(test, target->nr_boosts, many);
+	kunit_info(test, "links looked at after %u job starts, with %u links waiting on later jobs: %lu\n",
+		   deep - 1, many, steps);
+	KUNIT_EXPECT_LE(test, steps, 2UL * (deep - 1));
+
+	/* another queue's jobs, and the waiters' engine, take no lock */
+	locks = gpucg_boost_locks;
+	gst_sync(bystander, true);
+	for (i = 0; i < 10; i++)
+		gst_pick_job(w, target, bystander, NULL);
+	gst_sync(bystander, false);
+	gst_sync(waiter, true);
+	gst_pick_job(w, other, waiter, NULL);
+	gst_sync(waiter, false);
+	KUNIT_EXPECT_EQ(test, gpucg_boost_locks - locks, 0UL);
+
+	/* the job the many wait for starts: its links go, a batch at a time */
+	gst_sync(signaller, true);
+	gst_pick_job(w, target, signaller, &started);
+	gst_sync(signaller, false);
+	gpucg_boost_steps_max = 0;
+	gpucg_queue_pick(target, gst_take, NULL, &(u64){ 0 });
+	KUNIT_EXPECT_LE(test, gpucg_boost_steps_max, GPUCG_EXPIRE_BATCH);
+	KUNIT_EXPECT_EQ(test, target->nr_boosts, 0U);
+	KUNIT_EXPECT_EQ(test, target->nr_dirty, 0U);
+	KUNIT_EXPECT_EQ(test, ent->boost, GPUCG_KEY_NONE);
+	for (i = 0; i < n; i++)
+		gpucg_boost_unlink(&waits[i].b);
+}
+
+/*
  * Nothing is linked for a job that has left its queue already, nor from a
  * kernel queue (kernel work lends nothing).
  */
@@ -831,10 +941,12 @@ static void gpucg_test_no_link_for_done_or_kernel(struct kunit *test)
 	w2[0].done = true;
 	gst_sync(signaller, true);
 	KUNIT_EXPECT_FALSE(test, gpucg_boost_link(&w2[0].b, &waiter->q,
-						  &signaller->q, gst_wait_done));
+						  &signaller->q, 1,
+						  gst_wait_done));
 	KUNIT_EXPECT_NULL(test, w2[0].b.to);
 	KUNIT_EXPECT_FALSE(test, gpucg_boost_link(&w2[1].b, &kern->q,
-						  &signaller->q, gst_wait_done));
+						  &signaller->q, 1,
+						  gst_wait_done));
 	KUNIT_EXPECT_NULL(test, w2[1].b.to);
 	KUNIT_EXPECT_EQ(test, target->nr_boosts, 0U);
 	KUNIT_EXPECT_EQ(test, ent->boost, GPUCG_KEY_NONE);
@@ -891,7 +1003,7 @@ static void gpucg_test_loan_lifts_only_its_holder(struct kunit *test)
 	struct gpucg_queue *q;
 
 	KUNIT_ASSERT_NOT_NULL(test, wait);
-	gpucg_boost_link(&wait->b, &waiter->q, &holder->q, gst_wait_done);
+	gpucg_boost_link(&wait->b, &waiter->q, &holder->q, 1, gst_wait_done);
 	KUNIT_EXPECT_EQ(test, holder->q.boost, 100);
 	gst_run(w, engine, c, 2, all, &f);
 	kunit_info(test, "while the job waited for cannot run: the cgroup at 0 %llu%%, the deep queue at -100 %llu%%\n",
@@ -945,7 +1057,7 @@ static void gpucg_test_lent_queue(struct kunit *test)
 	KUNIT_EXPECT_FALSE(test, lent->q.active);
 	q = gpucg_queue_pick(engine, gst_take, NULL, &retry);
 	KUNIT_EXPECT_PTR_EQ(test, q, &busy->q);
-	gpucg_boost_link(&wait->b, &waiter->q, &lent->q, gst_wait_done);
+	gpucg_boost_link(&wait->b, &waiter->q, &lent->q, 1, gst_wait_done);
 	KUNIT_EXPECT_TRUE(test, lent->q.active);
 	q = gpucg_queue_pick(engine, gst_take, NULL, &retry);
 	KUNIT_EXPECT_PTR_EQ(test, q, &lent->q);
@@ -984,7 +1096,7 @@ static void gpucg_test_loan_of_own_band_reorders_nothing(struct kunit *test)
 	first->q.ctx_prio = 1;	/* before the holder among the cgroup's */
 	gst_sync(first, true);
 	gst_sync(holder, true);
-	gpucg_boost_link(&wait->b, &waiter->q, &holder->q, gst_wait_done);
+	gpucg_boost_link(&wait->b, &waiter->q, &holder->q, 1, gst_wait_done);
 	KUNIT_EXPECT_EQ(test, holder->q.boost, 0);
 	q = gpucg_queue_pick(engine, gst_take, NULL, &retry);
 	KUNIT_EXPECT_PTR_EQ(test, q, &first->q);
@@ -1019,7 +1131,7 @@ static void gpucg_test_priority_change_relifts(struct kunit *test)
 						    lent->client), 0);
 	gst_sync(busy, true);
 	gst_sync(lent, true);
-	gpucg_boost_link(&wait->b, &waiter->q, &lent->q, gst_wait_done);
+	gpucg_boost_link(&wait->b, &waiter->q, &lent->q, 1, gst_wait_done);
 	KUNIT_EXPECT_FALSE(test, lent->q.active);
 	/* lent, if not lifted: its driver keeps saying whether it is ready */
 	KUNIT_EXPECT_TRUE(test, gpucg_queue_lent(&lent->q));
@@ -1208,6 +1320,7 @@ static struct kunit_case gpucg_sched_cases[] = {
 	KUNIT_CASE(gpucg_test_many_waiters),
 	KUNIT_CASE(gpucg_test_priority_change_reaches_every_link),
 	KUNIT_CASE(gpucg_test_destroy_many_links),
+	KUNIT_CASE(gpucg_test_start_cost),
 	KUNIT_CASE(gpucg_test_no_link_for_done_or_kernel),
 	KUNIT_CASE(gpucg_test_loan_lifts_only_its_holder),
 	KUNIT_CASE(gpucg_test_lent_queue),

@@ -719,6 +719,46 @@ void drm_sched_entity_gpucg_removed(struct drm_sched_entity *entity)
 	drm_sched_entity_gpucg_lent_sync(entity);
 }
 
+/* Every job killed with the entity has left it. Any context. */
+static void drm_sched_entity_gpucg_killed_cb(struct dma_fence *f,
+					     struct dma_fence_cb *cb)
+{
+	struct drm_sched_entity *entity =
+		container_of(cb, struct drm_sched_entity, gpucg_kill_cb);
+	struct drm_sched_rq *rq = READ_ONCE(entity->rq);
+
+	/* syncs the entity and wakes its scheduler, which looks at the loans */
+	if (rq)
+		queue_work(rq->sched->submit_wq, &entity->gpucg_lent_work);
+}
+
+/**
+ * drm_sched_entity_gpucg_killed - an entity's queued jobs were killed
+ * @entity: the entity, stopped
+ * @last: the finished fence of the last job killed, or of the last job the
+ *	  entity ran if none was queued; NULL if there is none
+ *
+ * A killed job leaves the entity's queue (its scheduled fence signals)
+ * once what it waits for and the jobs before it are done, later than
+ * the entity's removal synced it: the entity is synced again once the last
+ * has, so that the controller ends the loans to them at its scheduler's
+ * next selection, even while the entity stays (a flush that gave up on an
+ * exiting process whose file is still open elsewhere).
+ *
+ * Context: process context: drm_sched_entity_kill().
+ */
+void drm_sched_entity_gpucg_killed(struct drm_sched_entity *entity,
+				   struct dma_fence *last)
+{
+	/* once: a second kill, at the entity's end, finds no job */
+	if (!last || !entity->gpucg_client || entity->gpucg_killed)
+		return;
+	entity->gpucg_killed = dma_fence_get(last);
+	if (dma_fence_add_callback(last, &entity->gpucg_kill_cb,
+				   drm_sched_entity_gpucg_killed_cb))
+		drm_sched_entity_gpucg_killed_cb(last, &entity->gpucg_kill_cb);
+}
+
 /* Whether the job @b waits for has left its queue. Any context. */
 static bool drm_sched_gpucg_wait_done(struct gpucg_boost *b)
 {
@@ -779,7 +819,9 @@ static void drm_sched_gpucg_lend(struct drm_sched_entity *entity,
 	xa_lock(&drm_sched_gpucg_entities);
 	holder = xa_load(&drm_sched_gpucg_entities, (unsigned long)context);
 	if (holder && holder->fence_context == context) {
+		/* an entity's jobs leave it in the order of their seqnos */
 		gpucg_boost_link(&w->boost, &entity->gpucg, &holder->gpucg,
+				 lower_32_bits(s_fence->scheduled.seqno),
 				 drm_sched_gpucg_wait_done);
 		/* the core knows whether it is ready only while it is lent */
 		gpucg_queue_sync(&holder->gpucg, drm_sched_gpucg_entity_ready);
@@ -948,6 +990,13 @@ void drm_sched_entity_gpucg_fini(struct drm_sched_entity *entity)
 	drm_sched_gpucg_unlend(&entity->gpucg_head);
 	if (!entity->gpucg_ready)
 		return;
+	if (entity->gpucg_killed) {
+		/* before the work is disabled: the callback queues it */
+		dma_fence_remove_callback(entity->gpucg_killed,
+					  &entity->gpucg_kill_cb);
+		dma_fence_put(entity->gpucg_killed);
+		entity->gpucg_killed = NULL;
+	}
 	if (entity->gpucg_client) {
 		/* no loan finds it after this; the queue's end drops those made */
 		xa_cmpxchg(&drm_sched_gpucg_entities,

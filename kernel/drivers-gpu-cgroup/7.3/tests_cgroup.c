@@ -1317,6 +1317,69 @@ static void drm_sched_cgroup_loan_outlives_holder(struct kunit *test)
 	cg_teardown(test, entities, 1, scheds, ARRAY_SIZE(scheds));
 }
 
+/*
+ * A loan to a job killed with its entity while the entity stays (a flush
+ * that gave up on an exiting process whose file is open elsewhere): the
+ * killed job leaves its queue once what it waits for is done, and the loan
+ * ends then, at its scheduler's next selection, not when the entity goes
+ * or when the waiter next submits. The holder's job waits on a gate that
+ * a stopped scheduler holds until after the kill.
+ */
+static void drm_sched_cgroup_loan_ends_with_killed_job(struct kunit *test)
+{
+	struct gpucg_client *clients[CG_LENDER_CLIENTS] = {};
+	struct drm_mock_sched_job *gate, *job, *waiter;
+	struct drm_mock_sched_entity *entities[3];
+	struct drm_mock_scheduler *scheds[3];
+	struct dma_fence *gated, *fence;
+	struct gpucg_queue *to = NULL;
+	struct gpucg_boost *loan;
+	struct gpucg_device *dev;
+	unsigned long end;
+
+	dev = cg_setup(test, scheds, ARRAY_SIZE(scheds), 1);
+	/* the waiter's at 100, the holder's (and the gate's) at 0 */
+	clients[0] = cg_client_new(test, dev, "p100");
+	clients[1] = cg_client_new(test, dev, "w100");
+	test->priv = clients;
+	entities[0] = cg_entity_new(test, scheds[0], clients[0], false);
+	entities[1] = cg_entity_new(test, scheds[1], clients[1], false);
+	entities[2] = cg_entity_new(test, scheds[2], clients[1], false);
+	loan = &entities[0]->base.gpucg_head.boost;
+	cg_stop(test, scheds[2]);
+	gate = cg_lender_job(test, entities[2], 1);
+	job = cg_lender_job(test, entities[1], 1);
+	waiter = cg_lender_job(test, entities[0], 0);
+	kunit_activate_static_stub(test, drm_file_gpucg_client, cg_lender_file_client);
+	gated = drm_mock_sched_job_submit_get_finished(gate);
+	KUNIT_ASSERT_EQ(test, drm_sched_job_add_dependency(&job->base,
+							   dma_fence_get(gated)), 0);
+	fence = drm_mock_sched_job_submit_get_finished(job);
+	KUNIT_ASSERT_EQ(test, drm_sched_job_add_dependency(&waiter->base,
+							   dma_fence_get(fence)), 0);
+	drm_mock_sched_job_submit(waiter);
+	kunit_deactivate_static_stub(test, drm_file_gpucg_client);
+	KUNIT_EXPECT_PTR_EQ(test, loan->to, &entities[1]->base.gpucg);
+
+	/* killed, the job still waits for the gate: the loan stays */
+	drm_sched_entity_kill(&entities[1]->base);
+	KUNIT_EXPECT_PTR_EQ(test, loan->to, &entities[1]->base.gpucg);
+	cg_start(test, scheds[2]);
+	KUNIT_EXPECT_GT(test, dma_fence_wait_timeout(fence, false, HZ), 0);
+	KUNIT_EXPECT_LT(test, fence->error, 0);
+	KUNIT_EXPECT_TRUE(test, drm_mock_sched_job_wait_finished(waiter, HZ));
+	/* the job has left: the loan goes, the holder's entity still there */
+	for (end = jiffies + HZ; time_before(jiffies, end); msleep(1)) {
+		to = READ_ONCE(loan->to);
+		if (!to)
+			break;
+	}
+	KUNIT_EXPECT_NULL(test, to);
+	dma_fence_put(fence);
+	dma_fence_put(gated);
+	cg_teardown(test, entities, ARRAY_SIZE(entities), scheds, ARRAY_SIZE(scheds));
+}
+
 /* drm_sched_cgroup_loan_awaited()'s jobs, and its pairs of them */
 #define CG_AWAIT_SIGNAL_US	5000
 #define CG_AWAIT_MIDDLE_US	10000
@@ -2920,6 +2983,7 @@ static struct kunit_case drm_sched_cgroup_tests[] = {
 	KUNIT_CASE(drm_sched_cgroup_karma),
 	KUNIT_CASE(drm_sched_cgroup_lender),
 	KUNIT_CASE(drm_sched_cgroup_loan_outlives_holder),
+	KUNIT_CASE(drm_sched_cgroup_loan_ends_with_killed_job),
 	KUNIT_CASE_PARAM_ATTR(drm_sched_cgroup_loan_awaited, cg_await_gen_params,
 			      { .speed = KUNIT_SPEED_SLOW }),
 	KUNIT_CASE_PARAM_ATTR(drm_sched_cgroup_inversion, cg_inv_gen_params,
