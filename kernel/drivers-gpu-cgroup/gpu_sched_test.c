@@ -811,6 +811,25 @@ static void gpucg_test_destroy_many_links(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, gst_linked(waits, 10000), 0U);
 }
 
+/* Cgroups at -100, 0 and 100, and two engines: the loans' tests. */
+struct gst_bands {
+	struct gpucg		*low, *mid, *high;
+	struct gpucg_engine	*engine, *other;
+};
+
+static struct gst_bands gst_bands(struct gst *w)
+{
+	struct gst_bands b = {
+		.low = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, -100),
+		.mid = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 0),
+		.high = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 100),
+		.engine = gst_engine(w),
+		.other = gst_engine(w),
+	};
+
+	return b;
+}
+
 /*
  * Promise 3: a job start costs a pick O(1) under the boost lock, however
  * many links wait on its queue's later work. A signaller's 100th job from
@@ -854,14 +873,12 @@ static void gpucg_test_start_cost(struct kunit *test)
 {
 	const unsigned int deep = 100, many = 10000, n = deep - 1 + many;
 	struct gst *w = test->priv;
-	struct gpucg *lcg = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, -100);
-	struct gpucg *mcg = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 0);
-	struct gpucg *hcg = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 100);
-	struct gpucg_engine *target = gst_engine(w), *other = gst_engine(w);
-	struct gst_queue *signaller = gst_queue(w, target, lcg);
-	struct gst_queue *bystander = gst_queue(w, target, mcg);
-	struct gst_queue *waiter = gst_queue(w, other, hcg);
-	struct gpucg_entity *ent = gpucg_entity_find(lcg, target);
+	struct gst_bands b = gst_bands(w);
+	struct gpucg_engine *target = b.engine, *other = b.other;
+	struct gst_queue *signaller = gst_queue(w, target, b.low);
+	struct gst_queue *bystander = gst_queue(w, target, b.mid);
+	struct gst_queue *waiter = gst_queue(w, other, b.high);
+	struct gpucg_entity *ent = gpucg_entity_find(b.low, target);
 	struct gst_seq_wait *waits;
 	unsigned long steps, locks;
 	u32 started = U32_MAX - 50;
@@ -928,13 +945,12 @@ static void gpucg_test_start_cost(struct kunit *test)
 static void gpucg_test_no_link_for_done_or_kernel(struct kunit *test)
 {
 	struct gst *w = test->priv;
-	struct gpucg *low = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, -100);
-	struct gpucg *high = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 100);
-	struct gpucg_engine *target = gst_engine(w), *other = gst_engine(w);
-	struct gst_queue *signaller = gst_queue(w, target, low);
-	struct gst_queue *waiter = gst_queue(w, other, high);
+	struct gst_bands b = gst_bands(w);
+	struct gpucg_engine *target = b.engine;
+	struct gst_queue *signaller = gst_queue(w, target, b.low);
+	struct gst_queue *waiter = gst_queue(w, b.other, b.high);
 	struct gst_queue *kern = gst_queue(w, target, NULL);
-	struct gpucg_entity *ent = gpucg_entity_find(low, target);
+	struct gpucg_entity *ent = gpucg_entity_find(b.low, target);
 	struct gst_wait *w2 = kunit_kcalloc(test, 2, sizeof(*w2), GFP_KERNEL);
 
 	KUNIT_ASSERT_NOT_NULL(test, w2);
@@ -953,25 +969,6 @@ static void gpucg_test_no_link_for_done_or_kernel(struct kunit *test)
 	/* so that a failure leaves nothing linked to the test's memory */
 	gpucg_boost_unlink(&w2[0].b);
 	gpucg_boost_unlink(&w2[1].b);
-}
-
-/* Cgroups at -100, 0 and 100, and two engines: the loans' tests. */
-struct gst_bands {
-	struct gpucg		*low, *mid, *high;
-	struct gpucg_engine	*engine, *other;
-};
-
-static struct gst_bands gst_bands(struct gst *w)
-{
-	struct gst_bands b = {
-		.low = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, -100),
-		.mid = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 0),
-		.high = gst_cgroup(w, NULL, CGROUP_WEIGHT_DFL, 100),
-		.engine = gst_engine(w),
-		.other = gst_engine(w),
-	};
-
-	return b;
 }
 
 /*

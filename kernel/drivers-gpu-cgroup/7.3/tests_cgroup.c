@@ -1271,6 +1271,26 @@ static void drm_sched_cgroup_lender(struct kunit *test)
 }
 
 /*
+ * The two sides of a loan across schedulers: the waiter's client, at
+ * priority 100, and the holder's, at 0, in test->priv for
+ * cg_lender_file_client(), with an entity of the first on @scheds[0] and
+ * one of the second on @scheds[1].
+ */
+static void cg_loan_setup(struct kunit *test,
+			  struct drm_mock_scheduler **scheds,
+			  unsigned int nr_scheds, struct gpucg_client **clients,
+			  struct drm_mock_sched_entity **entities)
+{
+	struct gpucg_device *dev = cg_setup(test, scheds, nr_scheds, 1);
+
+	clients[0] = cg_client_new(test, dev, "p100");
+	clients[1] = cg_client_new(test, dev, "w100");
+	test->priv = clients;
+	entities[0] = cg_entity_new(test, scheds[0], clients[0], false);
+	entities[1] = cg_entity_new(test, scheds[1], clients[1], false);
+}
+
+/*
  * A loan in place when the entity that holds the job goes with the job
  * still queued (a process killed, a device unplugged): its teardown
  * cancels the job and drops the loan, so the waiter runs and nothing
@@ -1282,16 +1302,9 @@ static void drm_sched_cgroup_loan_outlives_holder(struct kunit *test)
 	struct drm_mock_sched_entity *entities[2];
 	struct drm_mock_scheduler *scheds[2];
 	struct drm_mock_sched_job *job, *waiter;
-	struct gpucg_device *dev;
 	struct dma_fence *fence;
 
-	dev = cg_setup(test, scheds, ARRAY_SIZE(scheds), 1);
-	/* the waiter's at 100, the holder's at 0 */
-	clients[0] = cg_client_new(test, dev, "p100");
-	clients[1] = cg_client_new(test, dev, "w100");
-	test->priv = clients;
-	entities[0] = cg_entity_new(test, scheds[0], clients[0], false);
-	entities[1] = cg_entity_new(test, scheds[1], clients[1], false);
+	cg_loan_setup(test, scheds, ARRAY_SIZE(scheds), clients, entities);
 	job = cg_lender_job(test, entities[1], 1);
 	waiter = cg_lender_job(test, entities[0], 0);
 	/* the holder's scheduler runs nothing: its job stays queued */
@@ -1334,16 +1347,10 @@ static void drm_sched_cgroup_loan_ends_with_killed_job(struct kunit *test)
 	struct dma_fence *gated, *fence;
 	struct gpucg_queue *to = NULL;
 	struct gpucg_boost *loan;
-	struct gpucg_device *dev;
 	unsigned long end;
 
-	dev = cg_setup(test, scheds, ARRAY_SIZE(scheds), 1);
-	/* the waiter's at 100, the holder's (and the gate's) at 0 */
-	clients[0] = cg_client_new(test, dev, "p100");
-	clients[1] = cg_client_new(test, dev, "w100");
-	test->priv = clients;
-	entities[0] = cg_entity_new(test, scheds[0], clients[0], false);
-	entities[1] = cg_entity_new(test, scheds[1], clients[1], false);
+	cg_loan_setup(test, scheds, ARRAY_SIZE(scheds), clients, entities);
+	/* the gate's in the holder's cgroup */
 	entities[2] = cg_entity_new(test, scheds[2], clients[1], false);
 	loan = &entities[0]->base.gpucg_head.boost;
 	cg_stop(test, scheds[2]);
