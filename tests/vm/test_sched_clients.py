@@ -334,6 +334,25 @@ def test_several_slots_keep_shares(cgroup, reload_simgpu):
         assert_shares(measure_shares([a, b], devt(node)), [25, 75])
 
 
+def test_kernel_priority_queues_are_charged(cgroup, reload_simgpu):
+    """Queues a driver runs at DRM_SCHED_PRIORITY_KERNEL (nouveau's channels,
+    imagination's queues) are charged to their client's cgroup: on 6.12 they
+    go first, outside the cgroups' order, and were billed to no one."""
+    node = reload_simgpu("devices=1", "kernel_prio=1")[0]
+    (a,) = groups(cgroup, "a")
+    dev = devt(node)
+    load = Load(node, a.path, JOB_NS)
+    try:
+        time.sleep(0.3)
+        before = formats.parse_nested_keyed(a.read("gpu.stat")).get(dev, {})
+        time.sleep(1.0)
+        after = formats.parse_nested_keyed(a.read("gpu.stat")).get(dev, {})
+    finally:
+        load.stop()
+    got = after.get("usage_usec", 0) - before.get("usage_usec", 0)
+    assert got >= 500_000, f"a saturating load charged {got} us of GPU time in 1 s"
+
+
 def test_unload_with_live_cgroups_leaves_nothing(cgroup, mount, reload_simgpu):
     baseline = dying_descendants(mount)
     node = reload_simgpu("devices=1")[0]

@@ -23,7 +23,10 @@
  * Every device but those in the module parameter fifo follows the gpu
  * cgroup controller's policy; those keep drm_sched's own policy (FIFO on
  * 6.12; gpu_sched.sched_policy on 7.3, where the cgroup order extends the
- * fair policy), so that benchmarks can compare both side by side.
+ * fair policy), so that benchmarks can compare both side by side. The
+ * files of the devices in kernel_prio run every queue at
+ * DRM_SCHED_PRIORITY_KERNEL, as nouveau's channels and imagination's
+ * queues do, so that the tests see what the controller does with those.
  *
  * Closing a file waits as drm_sched_entity_flush() would: a process that
  * closes it waits (killably) until its queued jobs were handed to the
@@ -127,6 +130,10 @@ static unsigned int fifo;
 module_param(fifo, uint, 0444);
 MODULE_PARM_DESC(fifo, "bitmask of the devices that keep drm_sched's own policy instead of the gpu cgroup's (default 0)");
 
+static unsigned int kernel_prio;
+module_param(kernel_prio, uint, 0444);
+MODULE_PARM_DESC(kernel_prio, "bitmask of the devices whose files' queues all run at DRM_SCHED_PRIORITY_KERNEL, as nouveau's channels and imagination's queues do (default 0)");
+
 static unsigned int vram;
 module_param(vram, uint, 0444);
 MODULE_PARM_DESC(vram, "MiB of simulated VRAM per GPU, on TTM and registered with the dmem cgroup controller (0-4096, default 0: none; needs dmem)");
@@ -161,6 +168,7 @@ struct simgpu_device {
 	struct mutex		files_lock;	/* files, their entities' end */
 	struct list_head	files;		/* whose entities live */
 	bool			gone;		/* unplugged */
+	bool			kernel_prio;	/* files' queues at KERNEL */
 };
 
 struct simgpu_file {
@@ -395,6 +403,8 @@ static int simgpu_open(struct drm_device *drm, struct drm_file *file)
 		sched = &sdev->engine[i].sched;
 		for (p = 0; p < SIMGPU_NR_PRIOS; p++) {
 			ret = drm_sched_entity_init(&sfile->entity[i][p],
+						    sdev->kernel_prio ?
+						    DRM_SCHED_PRIORITY_KERNEL :
 						    simgpu_prios[p], &sched, 1,
 						    NULL);
 			if (ret)
@@ -755,6 +765,7 @@ static int simgpu_engines_init(struct simgpu_device *sdev, unsigned int id)
 	unsigned int i;
 	int ret;
 
+	sdev->kernel_prio = kernel_prio & BIT(id);
 	for (i = 0; i < engines; i++) {
 		engine = &sdev->engine[i];
 		engine->idx = i;
