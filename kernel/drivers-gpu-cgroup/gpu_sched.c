@@ -1561,7 +1561,7 @@ static void gpucg_boost_expire(struct gpucg_engine *engine)
 		}
 		if (!q) {
 			left = 0;
-		} else if (n == GPUCG_EXPIRE_BATCH) {
+		} else if (n == GPUCG_EXPIRE_BATCH && gpucg_boost_earliest(q)) {
 			/* more to look at: first in line again, after a pause */
 			spin_lock(&engine->lock);
 			__gpucg_boost_mark(q, true);
@@ -1618,17 +1618,19 @@ static void gpucg_boost_drop_engine(struct gpucg_engine *engine)
 }
 
 /*
- * Drops every link into @q and out of it, GPUCG_EXPIRE_BATCH at a time:
- * the queue goes.
+ * Drops every link into @q and out of it, GPUCG_EXPIRE_BATCH at a time,
+ * and returns holding the boost lock (*@flags) in the section that found
+ * none left, so that the caller changes @q before a link sees it again.
  */
-static void gpucg_boost_drop_queue(struct gpucg_queue *q)
+static void __gpucg_boost_drop_queue(struct gpucg_queue *q,
+				     unsigned long *flags)
+	__acquires(&gpucg_boost_lock)
 {
 	struct gpucg_boost *b;
-	unsigned long flags;
 	unsigned int n;
 
-	do {
-		gpucg_boost_lock_irqsave(&flags);
+	for (;;) {
+		gpucg_boost_lock_irqsave(flags);
 		for (n = 0; n < GPUCG_EXPIRE_BATCH; n++) {
 			b = gpucg_boost_first(&q->boosts_in) ?:
 			    gpucg_boost_first(&q->boosts_local) ?:
@@ -1636,12 +1638,21 @@ static void gpucg_boost_drop_queue(struct gpucg_queue *q)
 						     struct gpucg_boost,
 						     qout_node);
 			if (!b)
-				break;
+				return;
 			gpucg_boost_step();
 			gpucg_boost_detach(b);
 		}
-		gpucg_boost_unlock_irqrestore(flags);
-	} while (b);
+		gpucg_boost_unlock_irqrestore(*flags);
+	}
+}
+
+/* Drops every link into @q and out of it: the queue goes. */
+static void gpucg_boost_drop_queue(struct gpucg_queue *q)
+{
+	unsigned long flags;
+
+	__gpucg_boost_drop_queue(q, &flags);
+	gpucg_boost_unlock_irqrestore(flags);
 }
 
 /*
@@ -1682,12 +1693,16 @@ static void gpucg_boost_refresh(struct gpucg_entity *e)
  * @waiter: the queue whose next work waits
  * @holder: the queue that holds the job it waits for; the caller keeps it
  *	    from gpucg_queue_fini() during the call (which drops the links
- *	    into it), and its engine is alive (its job is queued on it)
+ *	    into it), and its engine is alive, as is the one a
+ *	    gpucg_queue_move() under way takes it to (its job is queued on
+ *	    one of them)
  * @seq: the job's place in @holder, whose jobs leave it in the order of
  *	 their places (a 32-bit count that may wrap, with the jobs queued at
  *	 once less than 2^31 apart; drm_sched: the seqno of the job's
  *	 scheduled fence), the same for every wait on one job; a link whose
- *	 job left before an earlier one is dropped after that one's
+ *	 job left before an earlier one is dropped after that one's, so a
+ *	 driver whose jobs could leave out of order would keep loans past
+ *	 their jobs
  * @done: says, under the core's locks and without sleeping, whether the
  *	  job has left its queue (gone to the hardware, or been cancelled):
  *	  nothing is linked if it has, and the first pick of @holder's
@@ -1714,13 +1729,15 @@ bool gpucg_boost_link(struct gpucg_boost *b, struct gpucg_queue *waiter,
 		      struct gpucg_queue *holder, u32 seq,
 		      bool (*done)(struct gpucg_boost *b))
 {
-	struct gpucg_engine *engine = holder->engine;
 	int budget = GPUCG_BOOST_BUDGET;
+	struct gpucg_engine *engine;
 	struct gpucg_entity *from;
 	unsigned long flags;
 	bool held;
 
 	gpucg_boost_unlink(b);
+again:
+	engine = READ_ONCE(holder->engine);
 	if (!waiter->engine || !engine || !engine->schedules || !holder->client ||
 	    gpucg_off(GPUCG_OFF_LEND))
 		return false;
@@ -1735,6 +1752,12 @@ bool gpucg_boost_link(struct gpucg_boost *b, struct gpucg_queue *waiter,
 	spin_unlock_irqrestore(&waiter->engine->lock, flags);
 
 	gpucg_boost_lock_irqsave(&flags);
+	/* the holder moved meanwhile: gpucg_queue_move() under this lock */
+	if (unlikely(READ_ONCE(holder->engine) != engine)) {
+		gpucg_boost_unlock_irqrestore(flags);
+		gpucg_entity_unpin(from);
+		goto again;
+	}
 	/*
 	 * An engine's entities outlive it only until its destruction drops
 	 * links; a job that left its queue already lends nothing.
@@ -2721,12 +2744,11 @@ EXPORT_SYMBOL_GPL(gpucg_queue_fini);
 void gpucg_queue_move(struct gpucg_queue *q, struct gpucg_engine *engine)
 {
 	struct gpucg_entity *ent = NULL;
+	unsigned long flags;
 	struct gpucg *cg;
 
 	if (!q->engine || q->engine == engine || WARN_ON_ONCE(q->active))
 		return;
-	if (READ_ONCE(q->linked))
-		gpucg_boost_drop_queue(q);
 	cg = q->cg;
 	ent = q->client ? gpucg_entity_find(cg, engine) : &engine->kernel;
 	if (!ent) {	/* its allocation failed: charge the root */
@@ -2734,9 +2756,19 @@ void gpucg_queue_move(struct gpucg_queue *q, struct gpucg_engine *engine)
 		q->cg = &gpucg_root;
 		ent = &engine->root;
 	}
+	/*
+	 * The links go, and the queue moves in the section that found none
+	 * left: a wait on its job published before the driver moves it
+	 * (drm_sched arms a job on the new scheduler and moves the queue at
+	 * the push) links on the old engine before this, or on the new one
+	 * after (gpucg_boost_link() checks the holder's engine under the
+	 * lock), never into a queue whose engine changes under the link.
+	 */
+	__gpucg_boost_drop_queue(q, &flags);
 	q->ent = ent;
-	q->engine = engine;
+	WRITE_ONCE(q->engine, engine);
 	q->vtime = 0;
+	gpucg_boost_unlock_irqrestore(flags);
 }
 EXPORT_SYMBOL_GPL(gpucg_queue_move);
 

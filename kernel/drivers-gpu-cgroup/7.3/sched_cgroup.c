@@ -407,16 +407,23 @@ static void drm_sched_entity_gpucg_lent_sync(struct drm_sched_entity *entity)
 		gpucg_queue_sync(&entity->gpucg, drm_sched_gpucg_entity_ready);
 }
 
-/* The entity's dependency signalled while it was lent a priority. */
+/*
+ * The entity's dependency signalled while it was lent a priority, or the
+ * jobs killed with it have left (drm_sched_entity_gpucg_killed()).
+ */
 static void drm_sched_entity_gpucg_lent_work(struct work_struct *work)
 {
 	struct drm_sched_entity *entity =
 		container_of(work, struct drm_sched_entity, gpucg_lent_work);
-	struct drm_sched_rq *rq = READ_ONCE(entity->rq);
+	struct drm_sched_rq *rq;
 
 	drm_sched_entity_gpucg_lent_sync(entity);
+	/* a run queue the entity just left stays until a grace period */
+	rcu_read_lock();
+	rq = READ_ONCE(entity->rq);
 	if (rq)
 		drm_sched_wakeup(rq->sched);
+	rcu_read_unlock();
 }
 
 /* Binds @entity to @client (NULL: the kernel's), under the mutex. */
@@ -725,11 +732,20 @@ static void drm_sched_entity_gpucg_killed_cb(struct dma_fence *f,
 {
 	struct drm_sched_entity *entity =
 		container_of(cb, struct drm_sched_entity, gpucg_kill_cb);
-	struct drm_sched_rq *rq = READ_ONCE(entity->rq);
+	struct drm_sched_rq *rq;
 
-	/* syncs the entity and wakes its scheduler, which looks at the loans */
-	if (rq)
-		queue_work(rq->sched->submit_wq, &entity->gpucg_lent_work);
+	/*
+	 * Syncs the entity and wakes its scheduler, which looks at the loans.
+	 * A stopped entity's rq may still move, or become NULL, at a job
+	 * armed after the kill (its push refuses it): read as
+	 * drm_sched_entity_gpucg_woken() reads it, and the work syncs the
+	 * entity all the same.
+	 */
+	rcu_read_lock();
+	rq = READ_ONCE(entity->rq);
+	queue_work(rq ? rq->sched->submit_wq : system_wq,
+		   &entity->gpucg_lent_work);
+	rcu_read_unlock();
 }
 
 /**
