@@ -2667,13 +2667,20 @@ static void gpucg_queue_deactivate(struct gpucg_queue *q, u64 now)
 void gpucg_queue_sync(struct gpucg_queue *q,
 		      bool (*ready)(struct gpucg_queue *q))
 {
-	struct gpucg_engine *engine = READ_ONCE(q->engine);
+	struct gpucg_engine *engine;
 	unsigned long flags;
 	bool r;
 
+again:
+	engine = READ_ONCE(q->engine);
 	if (!engine)
 		return;
 	spin_lock_irqsave(&engine->lock, flags);
+	/* it moved meanwhile: gpucg_queue_move() under this lock */
+	if (unlikely(READ_ONCE(q->engine) != engine)) {
+		spin_unlock_irqrestore(&engine->lock, flags);
+		goto again;
+	}
 	/* work may have left the queue: gpucg_boost_expire() looks again */
 	gpucg_boost_mark(q);
 	r = ready(q);
@@ -2743,19 +2750,12 @@ EXPORT_SYMBOL_GPL(gpucg_queue_fini);
  */
 void gpucg_queue_move(struct gpucg_queue *q, struct gpucg_engine *engine)
 {
-	struct gpucg_entity *ent = NULL;
+	struct gpucg_engine *old = q->engine;
+	struct gpucg_entity *ent;
 	unsigned long flags;
-	struct gpucg *cg;
 
-	if (!q->engine || q->engine == engine || WARN_ON_ONCE(q->active))
+	if (!old || old == engine || WARN_ON_ONCE(q->active))
 		return;
-	cg = q->cg;
-	ent = q->client ? gpucg_entity_find(cg, engine) : &engine->kernel;
-	if (!ent) {	/* its allocation failed: charge the root */
-		css_put(&cg->css);
-		q->cg = &gpucg_root;
-		ent = &engine->root;
-	}
 	/*
 	 * The links go, and the queue moves in the section that found none
 	 * left: a wait on its job published before the driver moves it
@@ -2763,11 +2763,22 @@ void gpucg_queue_move(struct gpucg_queue *q, struct gpucg_engine *engine)
 	 * the push) links on the old engine before this, or on the new one
 	 * after (gpucg_boost_link() checks the holder's engine under the
 	 * lock), never into a queue whose engine changes under the link.
+	 * The old engine's lock keeps out a sync meanwhile (a fence callback
+	 * of a stopped entity's; gpucg_queue_sync() checks the engine again
+	 * under it) and its rebinding of the queue to its owner's cgroup.
 	 */
 	__gpucg_boost_drop_queue(q, &flags);
+	spin_lock(&old->lock);
+	ent = q->client ? gpucg_entity_find(q->cg, engine) : &engine->kernel;
+	if (!ent) {	/* its allocation failed: charge the root */
+		css_put(&q->cg->css);
+		q->cg = &gpucg_root;
+		ent = &engine->root;
+	}
 	q->ent = ent;
 	WRITE_ONCE(q->engine, engine);
 	q->vtime = 0;
+	spin_unlock(&old->lock);
 	gpucg_boost_unlock_irqrestore(flags);
 }
 EXPORT_SYMBOL_GPL(gpucg_queue_move);

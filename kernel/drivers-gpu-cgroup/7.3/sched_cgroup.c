@@ -81,9 +81,10 @@
  * work. Priority inheritance takes engine locks of other schedulers too,
  * other devices' included: from a push, a pop or a selection, from entity
  * teardown and from a write of gpu.priority, all in process context; its
- * own lock nests outside engine locks and is taken with no scheduler lock
- * held. A loan is made under the lock of the xarray of entities, which
- * nests outside both.
+ * own lock nests outside engine locks, and inside no scheduler lock but an
+ * entity's (an idle entity's move to another scheduler, at a job's arm,
+ * drops the links of its queue). A loan is made under the lock of the
+ * xarray of entities, which nests outside both.
  */
 
 #include <linux/bitops.h>
@@ -732,19 +733,24 @@ static void drm_sched_entity_gpucg_killed_cb(struct dma_fence *f,
 {
 	struct drm_sched_entity *entity =
 		container_of(cb, struct drm_sched_entity, gpucg_kill_cb);
+	struct drm_sched_fence *s_fence = to_drm_sched_fence(f);
+	struct drm_gpu_scheduler *sched;
 	struct drm_sched_rq *rq;
 
 	/*
 	 * Syncs the entity and wakes its scheduler, which looks at the loans.
 	 * A stopped entity's rq may still move, or become NULL, at a job
-	 * armed after the kill (its push refuses it): read as
-	 * drm_sched_entity_gpucg_woken() reads it, and the work syncs the
-	 * entity all the same.
+	 * armed after the kill (its push refuses it); a run queue it just
+	 * left stays until a grace period. Without one, its queue did not
+	 * move: the work syncs it on the workqueue of @f's scheduler.
 	 */
 	rcu_read_lock();
 	rq = READ_ONCE(entity->rq);
-	queue_work(rq ? rq->sched->submit_wq : system_wq,
-		   &entity->gpucg_lent_work);
+	sched = rq ? rq->sched : NULL;
+	if (!sched && s_fence)
+		sched = s_fence->sched;
+	if (sched)
+		queue_work(sched->submit_wq, &entity->gpucg_lent_work);
 	rcu_read_unlock();
 }
 
