@@ -2672,7 +2672,8 @@ void gpucg_queue_sync(struct gpucg_queue *q,
 	bool r;
 
 again:
-	engine = READ_ONCE(q->engine);
+	/* pairs with gpucg_queue_move(): the queue as it left it */
+	engine = smp_load_acquire(&q->engine);
 	if (!engine)
 		return;
 	spin_lock_irqsave(&engine->lock, flags);
@@ -2776,8 +2777,9 @@ void gpucg_queue_move(struct gpucg_queue *q, struct gpucg_engine *engine)
 		ent = &engine->root;
 	}
 	q->ent = ent;
-	WRITE_ONCE(q->engine, engine);
 	q->vtime = 0;
+	/* pairs with gpucg_queue_sync(), which may lock the new engine now */
+	smp_store_release(&q->engine, engine);
 	spin_unlock(&old->lock);
 	gpucg_boost_unlock_irqrestore(flags);
 }

@@ -741,8 +741,9 @@ static void drm_sched_entity_gpucg_killed_cb(struct dma_fence *f,
 	 * Syncs the entity and wakes its scheduler, which looks at the loans.
 	 * A stopped entity's rq may still move, or become NULL, at a job
 	 * armed after the kill (its push refuses it); a run queue it just
-	 * left stays until a grace period. Without one, its queue did not
-	 * move: the work syncs it on the workqueue of @f's scheduler.
+	 * left stays until a grace period. Without one, the work syncs it
+	 * from the workqueue of @f's scheduler and wakes none: its engine
+	 * looks at the loans at its next selection.
 	 */
 	rcu_read_lock();
 	rq = READ_ONCE(entity->rq);
